@@ -1,0 +1,276 @@
+# llmserve.sglang — developer and CI entry points.
+#
+#   make setup      install what the gates need (apt packages, .venv, .venv-importer)
+#   make test       run every gate in sequence, then print one summary line per gate
+#   make demo       bring the lab up, deploy on it, show the report, take the lab down
+#
+# One gate at a time: make lint | sanity | units | docs-lint | importer | molecule | lab-tests
+# `make help` lists everything. See CONTRIBUTING.md.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+# Interpreter used to create the virtual environments (3.11, the version CI uses).
+# Resolved before PATH is changed below, so it is never a venv's own python.
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+PYTHON_VERSION ?= 3.11
+
+VENV ?= .venv
+IMPORTER_VENV ?= .venv-importer
+PY := $(VENV)/bin/python
+BIN := $(abspath $(VENV))/bin
+IMPORTER_BIN := $(abspath $(IMPORTER_VENV))/bin
+
+# ansible-test, molecule and friends call ansible-* by name.
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_FORCE_COLOR ?= 0
+export PY_COLORS ?= 0
+export ANSIBLE_NOCOLOR ?= 1
+export NO_COLOR ?= 1
+
+NAMESPACE := llmserve
+NAME := sglang
+VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
+
+# Scratch space outside the checkout (ansible-test needs the collection under
+# .../ansible_collections/<namespace>/<name>, as a real directory, not a symlink).
+BUILD ?= /tmp/llmserve-sglang-$(shell printf %s "$(CURDIR)" | md5sum | cut -c1-10)
+COLL_ROOT := $(BUILD)/collections
+COLL_DIR := $(COLL_ROOT)/ansible_collections/$(NAMESPACE)/$(NAME)
+LOG_DIR := $(BUILD)/logs
+# Live view of the checkout for ansible-playbook/molecule (see ansible.cfg).
+LINK_ROOT := $(CURDIR)/.tmp/collections
+LINK_DIR := $(LINK_ROOT)/ansible_collections/$(NAMESPACE)/$(NAME)
+
+REPORT_DIR ?= $(CURDIR)/reports
+LAB_INVENTORY ?= inventories/lab
+
+APT_PACKAGES := make git tar ca-certificates python3-venv openssh-server openssh-client \
+	psmisc python3-yaml python-is-python3 iproute2 procps systemd shellcheck
+
+GATES := lint sanity units docs-lint importer molecule lab-tests
+
+# $(call need,tool[,venv-bin-dir]) -- fail with the exact command to run when a tool is missing.
+define need
+	@test -x "$(or $(2),$(BIN))/$(1)" || { \
+	  echo "ERROR: '$(1)' is not installed in $(or $(2),$(BIN))."; \
+	  echo "       Run: make setup"; exit 2; }
+endef
+
+define need_venv
+	@if ! test -x "$(PY)"; then \
+	  echo "ERROR: no virtual environment at $(VENV). Run: make setup"; exit 2; \
+	elif ! "$(PY)" -c 'import ansible' >/dev/null 2>&1; then \
+	  echo "ERROR: $(VENV) is broken ('$(PY) -c \"import ansible\"' fails)."; \
+	  echo "       Run: rm -rf $(VENV) && make setup"; exit 2; \
+	fi
+endef
+
+.PHONY: help setup setup-apt setup-venv setup-importer setup-ansible-test links tree test $(GATES) \
+	lab-up lab-down lab-status demo bench build clean
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+
+# ---------------------------------------------------------------- setup
+
+setup: setup-apt setup-venv setup-importer setup-ansible-test links ## install apt packages (if missing), .venv and .venv-importer
+	@echo "setup: done ($(VENV): $$($(PY) -c 'import ansible; print("ansible-core", ansible.__version__)'))"
+
+setup-apt: ## install the Debian packages the gates and the lab need, only those missing
+	@missing=""; \
+	for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "setup-apt: all Debian packages present"; exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "ERROR: missing Debian packages:$$missing"; \
+	  echo "       Run: sudo apt-get update && sudo apt-get install -y --no-install-recommends$$missing"; exit 2; \
+	fi; \
+	echo "setup-apt: installing$$missing"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing
+
+setup-venv: ## create or update .venv from requirements-dev.txt + constraints-dev.txt
+	@if [ -e "$(VENV)" ] && ! "$(PY)" -c 'import sys' >/dev/null 2>&1; then \
+	  echo "ERROR: $(VENV) exists but its python does not run (was it made with a removed interpreter?)."; \
+	  echo "       Run: rm -rf $(VENV) && make setup"; exit 2; \
+	fi
+	@if [ ! -e "$(VENV)" ]; then \
+	  test -n "$(PYTHON)" || { echo "ERROR: no python3.11 on PATH. Run: apt-get install -y python3 python3-venv"; exit 2; }; \
+	  echo "setup-venv: creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version))"; \
+	  "$(PYTHON)" -m venv "$(VENV)"; \
+	fi
+	"$(PY)" -m pip install -q --upgrade -r requirements-dev.txt -c constraints-dev.txt
+	@"$(PY)" -c 'import ansible, ansiblelint, molecule, antsibull_docs, antsibull_changelog, pytest' || { \
+	  echo "ERROR: $(VENV) is incomplete after pip install. Run: rm -rf $(VENV) && make setup"; exit 2; }
+
+setup-importer: ## create or update .venv-importer (galaxy-importer pins its own dependencies)
+	@if [ -e "$(IMPORTER_VENV)" ] && ! "$(IMPORTER_BIN)/python" -c 'import sys' >/dev/null 2>&1; then \
+	  echo "ERROR: $(IMPORTER_VENV) is broken. Run: rm -rf $(IMPORTER_VENV) && make setup"; exit 2; \
+	fi
+	@if [ ! -e "$(IMPORTER_VENV)" ]; then \
+	  echo "setup-importer: creating $(IMPORTER_VENV)"; "$(PYTHON)" -m venv "$(IMPORTER_VENV)"; \
+	fi
+	"$(IMPORTER_BIN)/python" -m pip install -q --upgrade -r requirements-importer.txt -c constraints-importer.txt
+	@"$(IMPORTER_BIN)/python" -c 'import galaxy_importer' || { \
+	  echo "ERROR: $(IMPORTER_VENV) is incomplete. Run: rm -rf $(IMPORTER_VENV) && make setup"; exit 2; }
+
+# ansible-test --venv bootstraps pip with a script it downloads from outside the
+# package registries; .ci/get_pip.py does the same from ensurepip + the index.
+setup-ansible-test:
+	$(need_venv)
+	@v=$$(sed -n "s/^ *pip='\([0-9.]*\)',*$$/\1/p" "$$($(PY) -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_internal/python_requirements.py" | head -n 1); \
+	test -n "$$v" || { echo "ERROR: cannot read the pip version ansible-test bootstraps"; exit 1; }; \
+	dest="$$HOME/.ansible/test/cache/get_pip_$${v//./_}.py"; \
+	if [ ! -s "$$dest" ]; then mkdir -p "$$(dirname "$$dest")" && cp .ci/get_pip.py "$$dest" && \
+	  echo "setup-ansible-test: installed $$dest (pip $$v bootstrap)"; fi
+
+links: ## (re)make .tmp/collections/ansible_collections/llmserve/sglang -> this checkout
+	@mkdir -p "$(dir $(LINK_DIR))"
+	@ln -sfn "$(CURDIR)" "$(LINK_DIR)"
+
+# A clean copy of the checkout (files git tracks or would track) under
+# $(COLL_DIR), for the tools that need the ansible_collections/ layout.
+tree:
+	@rm -rf "$(COLL_DIR)" && mkdir -p "$(COLL_DIR)" "$(LOG_DIR)"
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	  git ls-files -z --cached --others --exclude-standard \
+	    | while IFS= read -r -d '' f; do [ -e "$$f" ] && printf '%s\0' "$$f"; done \
+	    | tar --null -T - -cf - | tar -C "$(COLL_DIR)" -xf -; \
+	else \
+	  tar --exclude='./.venv*' --exclude=./.tmp --exclude=./.ansible --exclude=./.cache \
+	      --exclude=./tests/output --exclude='__pycache__' --exclude='*.tar.gz' \
+	      -cf - . | tar -C "$(COLL_DIR)" -xf -; \
+	fi
+
+# ---------------------------------------------------------------- gates
+
+test: ## make setup, then every gate in sequence (all run; fails if any fails) and a summary
+	@$(MAKE) setup
+	@mkdir -p "$(LOG_DIR)"; rm -f "$(LOG_DIR)"/*.log; \
+	passed=0; failed=0; summary=""; \
+	for gate in $(GATES); do \
+	  echo; echo "================================================================ $$gate"; \
+	  start=$$(date +%s); \
+	  if $(MAKE) "$$gate" 2>&1 | tee "$(LOG_DIR)/$$gate.log"; then st=PASSED; passed=$$((passed+1)); \
+	  else st=FAILED; failed=$$((failed+1)); fi; \
+	  secs=$$(( $$(date +%s) - start )); \
+	  line=$$(grep -E '^(=+ .*(passed|failed|error|no tests ran).* =+|RESULT: .*|(Passed|Failed): .*|ERROR: .*)$$' "$(LOG_DIR)/$$gate.log" | tail -n 1 || true); \
+	  summary="$$summary$$(printf '%-10s %-6s %5ss  %s' "$$gate" "$$st" "$$secs" "$$line")\n"; \
+	done; \
+	echo; echo "================================================================ summary (logs: $(LOG_DIR))"; \
+	printf "$$summary"; \
+	echo "gates: $$passed passed, $$failed failed"; \
+	test "$$failed" -eq 0
+
+lint: ## ansible-lint, production profile, no skips
+	$(need_venv)
+	$(call need,ansible-lint)
+	@$(MAKE) links
+	cd "$(CURDIR)" && ansible-lint --profile production --strict --offline
+	@echo "RESULT: ansible-lint production profile clean"
+
+sanity: tree setup-ansible-test ## ansible-test sanity (python $(PYTHON_VERSION), own venvs, no ignore files)
+	$(need_venv)
+	$(call need,ansible-test)
+	@if ls tests/sanity/ignore-*.txt >/dev/null 2>&1; then \
+	  echo "ERROR: tests/sanity/ignore-*.txt exist; this project fixes findings instead"; exit 1; fi
+	@echo 'cd $(COLL_DIR) && ansible-test sanity --venv --python $(PYTHON_VERSION)'
+	@cd "$(COLL_DIR)" && ansible-test sanity --venv --python $(PYTHON_VERSION) --color no 2>&1 \
+	  | tee "$(LOG_DIR)/sanity.detail.log" || { \
+	  echo "RESULT: sanity: $$(grep -m1 -oE 'The [0-9]+ sanity test\(s\) listed below \(out of [0-9]+\) failed' "$(LOG_DIR)/sanity.detail.log" || echo 'ansible-test failed')"; exit 1; }
+	@if grep -qE '^ERROR: ' "$(LOG_DIR)/sanity.detail.log"; then echo "RESULT: sanity: errors reported"; exit 1; fi
+	@echo "RESULT: sanity: $$(grep -c "^Running sanity test" "$(LOG_DIR)/sanity.detail.log") tests run, none failed"
+
+units: tree setup-ansible-test ## ansible-test units (pytest under tests/unit/)
+	$(need_venv)
+	$(call need,ansible-test)
+	@if ! find tests/unit -name 'test_*.py' 2>/dev/null | grep -q .; then \
+	  echo "ERROR: no unit tests (tests/unit/**/test_*.py) found"; exit 1; fi
+	cd "$(COLL_DIR)" && ansible-test units --venv --python $(PYTHON_VERSION) --color no --requirements
+
+docs-lint: tree ## antsibull-docs lint-collection-docs --plugin-docs
+	$(need_venv)
+	$(call need,antsibull-docs)
+	ANSIBLE_COLLECTIONS_PATH="$(COLL_ROOT)" antsibull-docs lint-collection-docs --plugin-docs \
+	  --validate-collection-refs all --disallow-unknown-collection-refs "$(COLL_DIR)" \
+	  || { echo "RESULT: antsibull-docs reported the findings above"; exit 1; }
+	@echo "RESULT: antsibull-docs found nothing"
+
+build: tree ## ansible-galaxy collection build -> $(BUILD)/dist
+	$(need_venv)
+	@rm -rf "$(BUILD)/dist" && mkdir -p "$(BUILD)/dist"
+	ansible-galaxy collection build "$(COLL_DIR)" --output-path "$(BUILD)/dist" --force
+
+importer: build ## galaxy-importer on the built tarball (no container steps)
+	$(call need,python,$(IMPORTER_BIN))
+	@"$(IMPORTER_BIN)/python" -c 'import galaxy_importer' 2>/dev/null || { \
+	  echo "ERROR: galaxy-importer missing in $(IMPORTER_VENV). Run: make setup"; exit 2; }
+	@rm -rf "$(BUILD)/importer" && mkdir -p "$(BUILD)/importer"
+	cd "$(BUILD)/importer" && PATH="$(IMPORTER_BIN):$$PATH" \
+	  GALAXY_IMPORTER_CONFIG="$(CURDIR)/.ci/galaxy-importer.cfg" \
+	  "$(IMPORTER_BIN)/python" -m galaxy_importer.main \
+	  "$(BUILD)/dist/$(NAMESPACE)-$(NAME)-$(VERSION).tar.gz" 2>&1 | tee "$(LOG_DIR)/importer.detail.log" \
+	  || { echo "RESULT: galaxy-importer failed: $$(grep -m1 -E '^(ERROR|CRITICAL):' "$(LOG_DIR)/importer.detail.log" | cut -c1-200)"; exit 1; }
+	@if grep -qE '^(ERROR|WARNING|CRITICAL):' "$(LOG_DIR)/importer.detail.log"; then \
+	  echo "RESULT: galaxy-importer reported the findings above"; exit 1; fi
+	@grep -q 'Importer processing completed successfully' "$(LOG_DIR)/importer.detail.log" || { \
+	  echo "RESULT: galaxy-importer did not complete"; exit 1; }
+	@echo "RESULT: galaxy-importer: no errors, no warnings"
+
+molecule: links ## molecule test --all (scenarios under extensions/molecule/, on the lab)
+	$(need_venv)
+	$(call need,molecule)
+	@ls extensions/molecule/*/molecule.yml >/dev/null 2>&1 || { echo "ERROR: no scenario under extensions/molecule/"; exit 1; }
+	@test -f tests/lab/labctl.py || { echo "ERROR: tests/lab/labctl.py missing: the lab is needed by molecule"; exit 1; }
+	@test "$$(id -u)" = 0 || { echo "ERROR: the lab needs root (network namespaces, systemd units). Run as root."; exit 2; }
+	cd "$(CURDIR)" && ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" molecule test --all $(MOLECULE_ARGS) \
+	  || { echo "RESULT: molecule: a scenario failed (see above)"; exit 1; }
+	@echo "RESULT: molecule: all scenarios passed"
+
+lab-tests: links ## pytest tests/lab/tests (needs root)
+	$(need_venv)
+	$(call need,pytest)
+	@test -d tests/lab/tests || { echo "ERROR: tests/lab/tests does not exist"; exit 1; }
+	@test "$$(id -u)" = 0 || { echo "ERROR: the lab tests need root. Run as root."; exit 2; }
+	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/lab/tests -v $(PYTEST_ARGS)
+
+# ---------------------------------------------------------------- lab and demo
+
+lab-up: ## start the embedded lab (mock GPU hosts, Proxmox node, container)
+	$(need_venv)
+	@test -f tests/lab/labctl.py || { echo "ERROR: tests/lab/labctl.py missing"; exit 1; }
+	"$(PY)" tests/lab/labctl.py up
+
+lab-down: ## stop the lab and remove its state
+	@test -f tests/lab/labctl.py || { echo "ERROR: tests/lab/labctl.py missing"; exit 1; }
+	"$(PY)" tests/lab/labctl.py down
+
+lab-status: ## show the lab's state
+	"$(PY)" tests/lab/labctl.py status
+
+demo: ## make setup, lab up, deploy on it, show the report, lab down (even on failure)
+	@$(MAKE) setup
+	$(call need,ansible-playbook)
+	@test -f playbooks/deploy.yml || { echo "ERROR: playbooks/deploy.yml missing"; exit 1; }
+	@mkdir -p "$(REPORT_DIR)"; rc=0; \
+	trap '$(MAKE) lab-down' EXIT; \
+	$(MAKE) lab-up; \
+	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" ansible-playbook playbooks/deploy.yml -i "$(LAB_INVENTORY)" \
+	  -e sglang_report_dir="$(REPORT_DIR)" $(DEMO_ARGS) || rc=$$?; \
+	report=$$(ls -t "$(REPORT_DIR)"/*.md 2>/dev/null | head -n 1 || true); \
+	if [ -n "$$report" ]; then echo; echo "---------------- report: $$report"; cat "$$report"; \
+	  echo "---------------- (JSON and SVG beside it in $(REPORT_DIR))"; \
+	else echo "no Markdown report found in $(REPORT_DIR)"; fi; \
+	exit $$rc
+
+bench: ## run the benchmark harness (tests/bench/run.py) if present
+	$(need_venv)
+	@if [ -f tests/bench/run.py ]; then "$(PY)" tests/bench/run.py $(BENCH_ARGS); \
+	else echo "bench: tests/bench/run.py does not exist yet; nothing to run."; fi
+
+clean: ## remove build outputs (not the venvs)
+	rm -rf "$(BUILD)" .tmp tests/output importer_result.json

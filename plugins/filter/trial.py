@@ -1,0 +1,38 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters the backend_trial and report roles use; the logic lives in module_utils/trial.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import trial
+
+
+def trial_init(plan):
+    return trial.init_results(plan)
+
+
+def trial_outcome(await_result, smoke_result=None, seconds=0.0):
+    if not isinstance(smoke_result, dict) or smoke_result.get('skipped'):
+        smoke_result = None
+    return trial.outcome(await_result, smoke_result, seconds)
+
+
+def trial_select(by_name, selection='first_ready', metric='output_throughput'):
+    return trial.select(by_name, selection, metric)
+
+
+def systemctl_show(text):
+    return trial.parse_systemctl_show(text)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            'trial_init': trial_init,
+            'trial_outcome': trial_outcome,
+            'trial_select': trial_select,
+            'systemctl_show': systemctl_show,
+        }

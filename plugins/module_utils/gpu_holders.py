@@ -1,0 +1,407 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Who holds the GPUs, which of them may be killed, and the bounded kill / wait loops.
+
+Sources of holders: ``nvidia-smi --query-compute-apps`` (node PIDs: the driver ignores PID
+namespaces), ``fuser -v /dev/nvidia*`` and, as fallback, a scan of ``/proc/*/fd`` links.
+On a Proxmox node a PID's container is read from ``/proc/<pid>/cgroup`` (``0::/lxc/<vmid>/...``).
+Parsing and planning are pure; the /proc readers take the proc root as a parameter (tests use a
+fake tree); the loops take their side effects as callables.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+import os
+import re
+import signal
+import time
+
+LXC_CGROUP_RE = re.compile(r'^0::/lxc/(\d+)(?:/|$)', re.MULTILINE)
+DEVICE_LINK_RE = re.compile(r'^/dev/nvidia')
+
+# never killed, whatever holds: init, remote access, the NVIDIA daemons that keep device nodes open
+DEFAULT_PROTECTED_NAMES = (
+    'systemd', 'init', 'sshd', 'systemd-journal', 'systemd-logind', 'systemd-udevd', 'lxc-start', 'lxcfs',
+    'nvidia-persistenced', 'nvidia-persistenc', 'nvidia-powerd', 'nv-hostengine', 'dcgm-exporter',
+    'nvidia-smi', 'Xorg', 'Xwayland', 'gnome-shell',
+)
+
+
+# ---------------------------------------------------------------- parsing
+def fuser_argv(paths, fuser='fuser'):
+    return [fuser, '-v'] + list(paths)
+
+
+def parse_fuser(text):
+    """``fuser -v`` output (stderr and stdout together) -> [{device, user, pid, access, command}].
+
+    Format (psmisc)::
+
+                             USER        PID ACCESS COMMAND
+        /dev/nvidia0:        root        419 F...m python3
+                             root        420 F...m python3
+        /dev/nvidiactl:      root        419 F...m python3
+
+    ``kernel`` rows (mounts) and the header are skipped. Lines without ``-v`` (``/dev/nvidia0:   419m 420``)
+    are understood too.
+    """
+    rows = []
+    device = None
+    for raw in (text or '').splitlines():
+        if not raw.strip():
+            continue
+        line = raw.rstrip()
+        stripped = line.strip()
+        if stripped.split() == ['USER', 'PID', 'ACCESS', 'COMMAND']:
+            continue
+        rest = stripped
+        if not line[0].isspace():
+            match = re.match(r'^(\S.*?):(\s+|$)(.*)$', line)
+            if not match:
+                continue
+            device = match.group(1)
+            rest = match.group(3).strip()
+            if not rest:
+                continue
+        parts = rest.split(None, 3)
+        if len(parts) >= 3 and parts[1].isdigit():
+            rows.append({'device': device, 'user': parts[0], 'pid': int(parts[1]), 'access': parts[2],
+                         'command': parts[3] if len(parts) > 3 else ''})
+        elif len(parts) >= 2 and parts[1] == 'kernel':
+            continue
+        else:
+            # non-verbose: "419m 420c"
+            for token in rest.split():
+                digits = re.match(r'^(\d+)([a-zA-Z]*)$', token)
+                if digits:
+                    rows.append({'device': device, 'user': None, 'pid': int(digits.group(1)),
+                                 'access': digits.group(2), 'command': ''})
+    return rows
+
+
+def vmid_from_cgroup(text):
+    """``/proc/<pid>/cgroup`` content -> the Proxmox vmid (int) or None. ``/lxc.monitor/<id>`` is not a CT process."""
+    match = LXC_CGROUP_RE.search(text or '')
+    return int(match.group(1)) if match else None
+
+
+def nspid_from_status(text):
+    """``NSpid:`` of ``/proc/<pid>/status`` -> list of PIDs, outermost namespace first."""
+    for line in (text or '').splitlines():
+        if line.startswith('NSpid:'):
+            return [int(x) for x in line.split()[1:] if x.isdigit()]
+    return []
+
+
+def parse_stat(text):
+    """``/proc/<pid>/stat`` -> dict(comm, state, ppid, starttime). comm may contain spaces and parens."""
+    if not text:
+        return None
+    left = text.find('(')
+    right = text.rfind(')')
+    if left < 0 or right < 0:
+        return None
+    fields = text[right + 2:].split()
+    if len(fields) < 20:
+        return None
+    return {'comm': text[left + 1:right], 'state': fields[0], 'ppid': int(fields[1]), 'starttime': int(fields[19])}
+
+
+# ---------------------------------------------------------------- /proc readers
+def read_text(path):
+    try:
+        with open(path, 'rb') as handle:
+            return handle.read().decode('utf-8', 'replace')
+    except (IOError, OSError):
+        return None
+
+
+def proc_info(pid, proc='/proc'):
+    """What /proc says about a pid, or None when it is not visible (gone, or another PID namespace)."""
+    base = os.path.join(proc, str(pid))
+    stat = parse_stat(read_text(os.path.join(base, 'stat')))
+    if stat is None:
+        return None
+    cmdline = read_text(os.path.join(base, 'cmdline')) or ''
+    cgroup = read_text(os.path.join(base, 'cgroup')) or ''
+    status = read_text(os.path.join(base, 'status')) or ''
+    return {
+        'pid': int(pid), 'name': stat['comm'], 'state': stat['state'], 'ppid': stat['ppid'],
+        'starttime': stat['starttime'], 'cmdline': ' '.join(x for x in cmdline.split('\x00') if x),
+        'vmid': vmid_from_cgroup(cgroup), 'nspid': nspid_from_status(status),
+    }
+
+
+def device_pattern(glob_pattern):
+    """Compiled regex for fd link targets from a shell glob such as ``/dev/nvidia*``."""
+    return re.compile(fnmatch.translate(glob_pattern))
+
+
+def scan_proc_fds(proc='/proc', pattern=DEVICE_LINK_RE):
+    """{pid: sorted device paths} for every process with an fd on a matching device (fallback of fuser)."""
+    found = {}
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        fd_dir = os.path.join(proc, entry, 'fd')
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        devices = set()
+        for fd in fds:
+            try:
+                target = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if pattern.match(target):
+                devices.add(target)
+        if devices:
+            found[int(entry)] = sorted(devices)
+    return found
+
+
+def ancestors(pid, proc='/proc'):
+    """pid and its parents up to 1 (this module and whoever started it: never killed)."""
+    chain = set()
+    current = pid
+    while current and current not in chain:
+        chain.add(current)
+        stat = parse_stat(read_text(os.path.join(proc, str(current), 'stat')))
+        if stat is None:
+            break
+        current = stat['ppid']
+    return chain
+
+
+def in_container(proc='/proc', run='/run'):
+    """True inside an LXC/other container (systemd's /run/systemd/container, or init's environment)."""
+    if os.path.exists(os.path.join(run, 'systemd', 'container')):
+        return True
+    environ = read_text(os.path.join(proc, '1', 'environ')) or ''
+    return any(x.startswith('container=') for x in environ.split('\x00'))
+
+
+# ---------------------------------------------------------------- merging and planning
+def merge_holders(apps=None, fuser_rows=None, fd_scan=None, infos=None):
+    """One record per pid: {pid, name, sources, devices, gpus, used_mib, vmid, state, cmdline, visible}.
+
+    apps: parsed compute apps (pid, name, used_mib, gpu_index); fuser_rows: parse_fuser();
+    fd_scan: scan_proc_fds(); infos: {pid: proc_info() or None}.
+    """
+    holders = {}
+    infos = infos or {}
+
+    def entry(pid):
+        if pid not in holders:
+            holders[pid] = {'pid': pid, 'name': None, 'sources': [], 'devices': [], 'gpus': [], 'used_mib': 0}
+        return holders[pid]
+
+    for app in apps or []:
+        if app.get('pid') is None:
+            continue
+        rec = entry(app['pid'])
+        if 'nvidia-smi' not in rec['sources']:
+            rec['sources'].append('nvidia-smi')
+        rec['name'] = rec['name'] or app.get('name')
+        rec['used_mib'] += app.get('used_mib') or 0
+        if app.get('gpu_index') is not None and app['gpu_index'] not in rec['gpus']:
+            rec['gpus'].append(app['gpu_index'])
+    for row in fuser_rows or []:
+        rec = entry(row['pid'])
+        if 'fuser' not in rec['sources']:
+            rec['sources'].append('fuser')
+        if row.get('device') and row['device'] not in rec['devices']:
+            rec['devices'].append(row['device'])
+        rec['name'] = rec['name'] or row.get('command') or None
+    for pid, devices in (fd_scan or {}).items():
+        rec = entry(pid)
+        if 'proc' not in rec['sources']:
+            rec['sources'].append('proc')
+        for device in devices:
+            if device not in rec['devices']:
+                rec['devices'].append(device)
+    out = []
+    for pid in sorted(holders):
+        rec = holders[pid]
+        info = infos.get(pid)
+        rec['visible'] = info is not None
+        if info:
+            rec['name'] = info['name']
+            rec['state'] = info['state']
+            rec['vmid'] = info['vmid']
+            rec['cmdline'] = info['cmdline']
+            rec['starttime'] = info['starttime']
+            rec['nspid'] = info.get('nspid') or []
+        else:
+            rec.update(state=None, vmid=None, cmdline=None, starttime=None, nspid=[])
+        for index in rec['gpus']:
+            device = '/dev/nvidia%d' % index
+            if device not in rec['devices']:
+                rec['devices'].append(device)
+        rec['devices'].sort()
+        rec['gpus'].sort()
+        out.append(rec)
+    return out
+
+
+def plan(holders, vmid=None, own_vmid=None, protected_pids=(), protected_names=(), self_pids=(),
+         container=False, default_protected=True):
+    """-> (kill, spared). Pure. spared items carry ``why``.
+
+    vmid set (run on the Proxmox node): only processes of that container.
+    vmid unset: only processes of this host (same cgroup container as this module: ``own_vmid``).
+    """
+    names = set(protected_names or ())
+    if default_protected:
+        names.update(DEFAULT_PROTECTED_NAMES)
+    kill = []
+    spared = []
+    for rec in holders:
+        pid = rec['pid']
+        why = None
+        if not rec.get('visible', True):
+            why = ('not visible in this PID namespace (nvidia-smi reports node PIDs; run on the node with vmid, '
+                   'or it has exited)')
+        elif pid == 1:
+            why = 'pid 1 is never killed'
+        elif pid in self_pids:
+            why = 'this module or one of its parents'
+        elif pid in (protected_pids or ()):
+            why = 'in protected_pids'
+        elif rec.get('name') in names:
+            why = 'protected name %s' % rec.get('name')
+        elif vmid is not None and rec.get('vmid') != vmid:
+            owner = 'the node' if rec.get('vmid') is None else 'container %s' % rec.get('vmid')
+            why = 'belongs to %s, not to container %s' % (owner, vmid)
+        elif vmid is None and rec.get('vmid') != own_vmid:
+            if rec.get('vmid') is None:
+                why = 'belongs to the node, not to container %s (this host)' % own_vmid
+            else:
+                why = 'belongs to container %s (set vmid=%s to clean it up from the node)' % (rec['vmid'], rec['vmid'])
+        elif container and rec.get('sources') == ['nvidia-smi']:
+            why = 'listed by nvidia-smi only: inside a container its PIDs are node PIDs, not ours'
+        elif rec.get('state') == 'Z':
+            why = 'zombie: already dead, its parent has not reaped it (it holds no GPU memory)'
+        if why:
+            item = dict(rec)
+            item['why'] = why
+            spared.append(item)
+        else:
+            kill.append(rec)
+    return kill, spared
+
+
+# ---------------------------------------------------------------- loops (side effects injected)
+class ProcOps(object):
+    """The real side effects; tests pass a fake with the same methods."""
+
+    def __init__(self, proc='/proc'):
+        self.proc = proc
+
+    def alive(self, pid, starttime=None):
+        """Alive and the same process (start time unchanged); a zombie counts as gone."""
+        stat = parse_stat(read_text(os.path.join(self.proc, str(pid), 'stat')))
+        if stat is None or stat['state'] in ('Z', 'X', 'x'):
+            return False
+        if starttime is not None and stat['starttime'] != starttime:
+            return False
+        return True
+
+    def state(self, pid):
+        stat = parse_stat(read_text(os.path.join(self.proc, str(pid), 'stat')))
+        return stat['state'] if stat else None
+
+    def kill(self, pid, sig):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            return False
+        return True
+
+    def sleep(self, seconds):
+        time.sleep(seconds)
+
+    def now(self):
+        return time.time() if not hasattr(time, 'monotonic') else time.monotonic()
+
+
+def terminate(targets, term_grace, deadline, ops, poll=0.05):
+    """SIGTERM all, poll until gone or term_grace, SIGKILL the rest, poll until gone or deadline.
+
+    targets: holder records (pid, name, vmid, starttime). -> (killed, remaining); killed items
+    carry ``signal`` (the one that ended it) and ``seconds``. A target that was already gone is skipped.
+    """
+    start = ops.now()
+    killed = []
+    pending = []
+    for rec in targets:
+        if not ops.alive(rec['pid'], rec.get('starttime')):
+            continue
+        if ops.kill(rec['pid'], signal.SIGTERM):
+            pending.append(rec)
+    sent = dict((rec['pid'], 'SIGTERM') for rec in pending)
+    grace_end = min(start + term_grace, deadline)
+
+    def reap(until):
+        while pending:
+            for rec in list(pending):
+                if not ops.alive(rec['pid'], rec.get('starttime')):
+                    pending.remove(rec)
+                    killed.append({'pid': rec['pid'], 'name': rec.get('name'), 'vmid': rec.get('vmid'),
+                                   'signal': sent[rec['pid']], 'seconds': round(ops.now() - start, 3)})
+            if not pending or ops.now() >= until:
+                break
+            ops.sleep(poll)
+
+    reap(grace_end)
+    if pending:
+        for rec in pending:
+            if ops.kill(rec['pid'], signal.SIGKILL):
+                sent[rec['pid']] = 'SIGKILL'
+        reap(deadline)
+    remaining = []
+    for rec in pending:
+        item = dict(rec)
+        item['state'] = ops.state(rec['pid'])
+        item['signal'] = sent.get(rec['pid'])
+        if item['state'] == 'D':
+            item['why'] = 'in uninterruptible sleep (D state: stuck in the driver or I/O); SIGKILL acts when it wakes'
+        else:
+            item['why'] = 'still alive after %s' % sent.get(rec['pid'])
+        remaining.append(item)
+    return killed, remaining
+
+
+def over_threshold(memory, threshold_mib, gpus=None):
+    """memory: [{index, used_mib}] -> the entries at or over the threshold (only ``gpus`` when given)."""
+    out = []
+    for item in memory:
+        if gpus and item.get('index') not in gpus:
+            continue
+        if item.get('used_mib') is not None and item['used_mib'] >= threshold_mib:
+            out.append(item)
+    return out
+
+
+def wait_memory(query, threshold_mib, deadline, ops, gpus=None, poll=0.1):
+    """Poll ``query()`` (-> [{index, used_mib}]) until every GPU is under the threshold or the deadline.
+
+    -> (ok, last_memory, seconds).
+    """
+    start = ops.now()
+    while True:
+        memory = query()
+        if not over_threshold(memory, threshold_mib, gpus):
+            return True, memory, round(ops.now() - start, 3)
+        if ops.now() >= deadline:
+            return False, memory, round(ops.now() - start, 3)
+        ops.sleep(poll)

@@ -1,0 +1,328 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A load generator for SGLang's streaming ``/generate`` endpoint.
+
+Measures what ``python -m sglang.bench_serving --backend sglang --dataset-name random``
+prints, under the same names (snake_case keys, the printed labels in :data:`LABELS`):
+TTFT is the time to the first streamed chunk, ITL the gaps between chunks (a chunk that
+carries k new tokens counts as k gaps of 1/k, as bench_serving does), E2E the time to the
+end of the stream.
+
+Design: one thread per concurrent stream, each with its own keep-alive connection, on
+blocking sockets.  We use :mod:`http.client` directly here and not
+``ansible.module_utils.urls.open_url`` because open_url builds a new urllib opener and
+connection per request (TLS handshake and TCP set-up counted into TTFT, no keep-alive),
+and because we need ``read1`` on the raw response so that each chunk is timestamped the
+moment it arrives; ``http.client`` is the standard library, so the module still runs on any
+target with a bare Python.  Parsing per event is minimal (no JSON decode of the growing
+cumulative text: the token count is read from ``"completion_tokens"``), so 64 streams at a
+few thousand tokens/s total cost a few percent of one core (see tests/bench/loadgen_accuracy.py).
+
+Stdlib only, Python 3.7+.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import random
+import ssl
+import threading
+import time
+
+try:
+    import http.client as http_client
+except ImportError:  # pragma: no cover - Python 2 (not a supported target)
+    http_client = None
+
+LABELS = {
+    'completed': 'Successful requests',
+    'failed': 'Failed requests',
+    'max_concurrency': 'Max request concurrency',
+    'duration_s': 'Benchmark duration (s)',
+    'total_input_tokens': 'Total input tokens',
+    'total_output_tokens': 'Total generated tokens',
+    'request_throughput': 'Request throughput (req/s)',
+    'input_throughput': 'Input token throughput (tok/s)',
+    'output_throughput': 'Output token throughput (tok/s)',
+    'total_throughput': 'Total token throughput (tok/s)',
+    'mean_ttft_ms': 'Mean TTFT (ms)',
+    'median_ttft_ms': 'Median TTFT (ms)',
+    'p99_ttft_ms': 'P99 TTFT (ms)',
+    'mean_itl_ms': 'Mean ITL (ms)',
+    'median_itl_ms': 'Median ITL (ms)',
+    'p99_itl_ms': 'P99 ITL (ms)',
+    'mean_e2e_latency_ms': 'Mean E2E Latency (ms)',
+    'median_e2e_latency_ms': 'Median E2E Latency (ms)',
+}
+
+_CT = b'"completion_tokens":'
+_PT = b'"prompt_tokens":'
+WORDS = ('time year people way day man thing woman life child world school state family student group '
+         'country problem hand part place case week company system program question work government number '
+         'night point home water room mother area money story fact month lot right study book eye job word').split()
+
+
+class Result(object):
+    __slots__ = ('ok', 'ttft', 'itl', 'latency', 'prompt_len', 'output_len', 'error', 'start', 'end')
+
+    def __init__(self):
+        self.ok = False
+        self.ttft = None
+        self.itl = []
+        self.latency = None
+        self.prompt_len = 0
+        self.output_len = 0
+        self.error = None
+        self.start = None
+        self.end = None
+
+
+def percentile(values, pct):
+    """Linear-interpolation percentile (numpy's default)."""
+    if not values:
+        return 0.0
+    s = sorted(values)
+    if len(s) == 1:
+        return float(s[0])
+    k = (len(s) - 1) * pct / 100.0
+    f = int(k)
+    c = min(f + 1, len(s) - 1)
+    return float(s[f] + (s[c] - s[f]) * (k - f))
+
+
+def mean(values):
+    return float(sum(values)) / len(values) if values else 0.0
+
+
+def _int_after(payload, key):
+    i = payload.rfind(key)
+    if i < 0:
+        return None
+    j = i + len(key)
+    n = len(payload)
+    while j < n and payload[j:j + 1] in (b' ', b'\t'):
+        j += 1
+    k = j
+    while k < n and payload[k:k + 1].isdigit():
+        k += 1
+    return int(payload[j:k]) if k > j else None
+
+
+def make_prompts(num, input_len, output_len, seed=0, mode='ids', ignore_eos=True, extra=None):
+    """Request bodies for ``/generate``: random token ids (exact input length, like bench_serving's random set)
+    or random words (``mode='text'``, about one token per word)."""
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(num):
+        body = {'sampling_params': {'temperature': 0, 'max_new_tokens': int(output_len), 'ignore_eos': bool(ignore_eos)},
+                'stream': True}
+        if mode == 'ids':
+            body['input_ids'] = [rnd.randint(1000, 30000) for _ in range(int(input_len))]
+        else:
+            body['text'] = ' '.join(rnd.choice(WORDS) for _ in range(int(input_len)))
+        if extra:
+            body.update(extra)
+        out.append(json.dumps(body).encode('utf-8'))
+    return out
+
+
+def stream_one(conn, path, body, headers, result, clock=time.perf_counter):
+    """Send one streaming request on ``conn`` and fill ``result``.  Returns True when the connection is reusable."""
+    result.start = clock()
+    try:
+        conn.request('POST', path, body, headers)
+        resp = conn.getresponse()
+    except Exception as e:
+        result.error = 'connect: %s' % (e,)
+        return False
+    if resp.status != 200:
+        try:
+            text = resp.read()[:300]
+        except Exception:
+            text = b''
+        result.error = 'HTTP %s: %s' % (resp.status, text.decode('utf-8', 'replace'))
+        return not resp.will_close
+    buf = b''
+    last_t = None
+    last_tokens = 0
+    chunks = 0
+    done = False
+    itl = result.itl
+    try:
+        while True:
+            data = resp.read1(65536)
+            if not data:
+                break
+            now = clock()
+            buf += data
+            while True:
+                nl = buf.find(b'\n')
+                if nl < 0:
+                    break
+                line = buf[:nl].strip()
+                buf = buf[nl + 1:]
+                if not line.startswith(b'data:'):
+                    continue
+                payload = line[5:].strip()
+                if payload == b'[DONE]':
+                    done = True
+                    continue
+                if payload.startswith(b'{"error"'):
+                    result.error = payload[:300].decode('utf-8', 'replace')
+                    continue
+                tokens = _int_after(payload, _CT)
+                if tokens is None:
+                    tokens = last_tokens + 1
+                if last_t is None:
+                    result.ttft = now - result.start
+                    pt = _int_after(payload, _PT)
+                    if pt is not None:
+                        result.prompt_len = pt
+                else:
+                    new = tokens - last_tokens
+                    gap = now - last_t
+                    if new > 1:
+                        itl.extend([gap / new] * new)
+                    elif new == 1:
+                        itl.append(gap)
+                    else:
+                        # same token count (e.g. a meta-only chunk): count the gap once
+                        itl.append(gap)
+                last_t = now
+                last_tokens = tokens
+                chunks += 1
+    except Exception as e:
+        result.error = 'stream: %s' % (e,)
+        return False
+    result.end = clock()
+    result.latency = (last_t if last_t is not None else result.end) - result.start
+    result.output_len = last_tokens
+    result.ok = result.error is None and chunks > 0 and (done or last_tokens > 0)
+    if not result.ok and result.error is None:
+        result.error = 'stream ended without tokens'
+    return not resp.will_close
+
+
+def _connect(host, port, scheme, timeout, validate_certs):
+    if scheme == 'https':
+        ctx = ssl.create_default_context()
+        if not validate_certs:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        return http_client.HTTPSConnection(host, port, timeout=timeout, context=ctx)
+    return http_client.HTTPConnection(host, port, timeout=timeout)
+
+
+def run_level(host, port, concurrency, num_prompts, input_len=1024, output_len=256, api_key=None,
+              warmup=1, timeout=600, path='/generate', seed=0, mode='ids', scheme='http',
+              validate_certs=True, request_timeout=None, extra=None):
+    """Run ``num_prompts`` streaming requests with at most ``concurrency`` in flight.
+
+    Returns ``(figures, results)``: figures as :func:`summarize`, results the per-request list.
+    """
+    concurrency = max(1, int(concurrency))
+    headers = {'Content-Type': 'application/json', 'Accept': 'text/event-stream'}
+    if api_key:
+        headers['Authorization'] = 'Bearer %s' % api_key
+    bodies = make_prompts(num_prompts + warmup, input_len, output_len, seed=seed, mode=mode, extra=extra)
+    rt = request_timeout or timeout
+    # warm-up: sequential, not counted
+    if warmup:
+        conn = _connect(host, port, scheme, rt, validate_certs)
+        for i in range(warmup):
+            stream_one(conn, path, bodies[num_prompts + i], headers, Result())
+        conn.close()
+
+    results = [Result() for _ in range(num_prompts)]
+    lock = threading.Lock()
+    state = {'next': 0}
+    deadline = time.perf_counter() + timeout
+    start_evt = threading.Event()
+
+    def worker():
+        conn = _connect(host, port, scheme, rt, validate_certs)
+        start_evt.wait()
+        try:
+            while True:
+                with lock:
+                    i = state['next']
+                    state['next'] = i + 1
+                if i >= num_prompts:
+                    return
+                if time.perf_counter() > deadline:
+                    results[i].error = 'not sent: benchmark timeout'
+                    continue
+                if not stream_one(conn, path, bodies[i], headers, results[i]):
+                    conn.close()
+                    conn = _connect(host, port, scheme, rt, validate_certs)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=worker, name='loadgen-%d' % n) for n in range(min(concurrency, num_prompts))]
+    for t in threads:
+        t.daemon = True
+        t.start()
+    t0 = time.perf_counter()
+    start_evt.set()
+    for t in threads:
+        t.join(max(0.0, deadline - time.perf_counter()) + 5)
+    duration = time.perf_counter() - t0
+    ends = [r.end for r in results if r.ok and r.end]
+    if ends:
+        duration = max(ends) - t0
+    for r in results:
+        if not r.prompt_len:
+            r.prompt_len = int(input_len)
+    return summarize(results, duration, concurrency), results
+
+
+def summarize(results, duration, concurrency=None):
+    """bench_serving's figures from per-request results (times in seconds)."""
+    ok = [r for r in results if r.ok]
+    ttfts = [r.ttft * 1000.0 for r in ok if r.ttft is not None]
+    itls = [x * 1000.0 for r in ok for x in r.itl]
+    e2e = [r.latency * 1000.0 for r in ok if r.latency is not None]
+    tin = sum(r.prompt_len for r in ok)
+    tout = sum(r.output_len for r in ok)
+    d = duration if duration and duration > 0 else float('nan')
+    errors = sorted(set(r.error for r in results if r.error))[:5]
+    fig = {
+        'completed': len(ok),
+        'failed': len(results) - len(ok),
+        'max_concurrency': concurrency,
+        'duration_s': duration,
+        'total_input_tokens': tin,
+        'total_output_tokens': tout,
+        'request_throughput': len(ok) / d,
+        'input_throughput': tin / d,
+        'output_throughput': tout / d,
+        'total_throughput': (tin + tout) / d,
+        'mean_ttft_ms': mean(ttfts),
+        'median_ttft_ms': percentile(ttfts, 50),
+        'p99_ttft_ms': percentile(ttfts, 99),
+        'mean_itl_ms': mean(itls),
+        'median_itl_ms': percentile(itls, 50),
+        'p99_itl_ms': percentile(itls, 99),
+        'mean_e2e_latency_ms': mean(e2e),
+        'median_e2e_latency_ms': percentile(e2e, 50),
+        'errors': errors,
+    }
+    for k, v in list(fig.items()):
+        if isinstance(v, float):
+            fig[k] = round(v, 3) if v == v else None
+    return fig
+
+
+def format_table(fig, title=None):
+    """bench_serving-like text block."""
+    lines = ['============ Serving Benchmark Result ============' if not title else '==== %s ====' % title]
+    for key in ('completed', 'failed', 'max_concurrency', 'duration_s', 'total_input_tokens', 'total_output_tokens',
+                'request_throughput', 'input_throughput', 'output_throughput', 'total_throughput',
+                'mean_e2e_latency_ms', 'median_e2e_latency_ms', 'mean_ttft_ms', 'median_ttft_ms', 'p99_ttft_ms',
+                'mean_itl_ms', 'median_itl_ms', 'p99_itl_ms'):
+        if key in fig and fig[key] is not None:
+            lines.append('%-40s %s' % (LABELS[key] + ':', fig[key]))
+    return '\n'.join(lines)

@@ -1,0 +1,111 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Turning module results into the report's candidate entries, and choosing the winner.
+
+Pure functions used by the collection's filter plugins (controller side) and tested with plain data.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# await_server_ready statuses that are failures, mapped to the report contract's reasons
+AWAIT_REASONS = {
+    'crashed': 'crashed', 'killed': 'killed', 'oom': 'oom', 'hang': 'hang', 'timeout': 'timeout',
+    'unhealthy': 'unhealthy', 'nan': 'nan',
+}
+
+
+def init_results(plan):
+    """Report entries for every plan entry, in plan order (a dict keeps the order)."""
+    out = {}
+    for entry in plan:
+        planned = entry.get('outcome') == 'planned'
+        out[entry['name']] = {
+            'name': entry['name'],
+            'args': list(entry.get('args') or []),
+            'config_key': entry.get('config_key'),
+            'known_good': bool(entry.get('known_good')),
+            'outcome': 'skipped',
+            'reason': 'not_needed' if planned else entry.get('reason'),
+            'evidence': ('an earlier candidate was selected' if planned else entry.get('evidence')),
+            'seconds': 0.0,
+            'smoke': None,
+            'benchmark': None,
+        }
+    return out
+
+
+def _first(lines):
+    if isinstance(lines, (list, tuple)):
+        return lines[0] if lines else None
+    return lines
+
+
+def outcome(await_result, smoke_result=None, seconds=0.0):
+    """The report fields for one tried candidate."""
+    await_result = await_result or {}
+    status = await_result.get('status')
+    res = {'seconds': round(float(seconds), 2), 'smoke': None, 'benchmark': None,
+           'ready_seconds': await_result.get('seconds')}
+    if status != 'ready':
+        reason = await_result.get('reason') or AWAIT_REASONS.get(status) or status or 'unknown'
+        evidence = _first(await_result.get('evidence')) or await_result.get('msg')
+        if status == 'killed' and await_result.get('signal'):
+            evidence = evidence or 'ended by signal %s with an empty log' % await_result.get('signal')
+        res.update(outcome='failed', reason=reason, evidence=evidence,
+                   log_tail=list(await_result.get('log_tail') or [])[-15:])
+        return res
+    smoke_result = smoke_result or {}
+    res['smoke'] = {'ok': smoke_result.get('ok'), 'reason': smoke_result.get('reason'),
+                    'checks': [{'name': c.get('name'), 'ok': c.get('ok'), 'text': c.get('text')}
+                               for c in smoke_result.get('checks') or []]}
+    res['benchmark'] = smoke_result.get('benchmark')
+    if smoke_result.get('ok'):
+        res.update(outcome='ready', reason=None, evidence=_first(await_result.get('evidence')))
+    else:
+        res.update(outcome='failed', reason=smoke_result.get('reason') or 'smoke_failed',
+                   evidence=_first(smoke_result.get('evidence')) or smoke_result.get('msg'))
+    return res
+
+
+def benchmark_value(benchmark, metric='output_throughput'):
+    """The metric at the highest concurrency level measured, or None."""
+    levels = (benchmark or {}).get('concurrency') or {}
+    if not levels:
+        return None
+    top = max(levels, key=lambda k: int(k))
+    value = levels[top].get(metric)
+    return None if value is None else float(value)
+
+
+def select(by_name, selection='first_ready', metric='output_throughput'):
+    """The name of the candidate to serve, or None.
+
+    first_ready: the first ready entry in plan order. fastest: the ready entry with the highest metric
+    (ties and missing figures fall back to plan order).
+    """
+    ready = [r for r in by_name.values() if r.get('outcome') == 'ready']
+    if not ready:
+        return None
+    if selection == 'fastest':
+        best = None
+        best_value = None
+        for r in ready:
+            value = benchmark_value(r.get('benchmark'), metric)
+            if value is not None and (best_value is None or value > best_value):
+                best, best_value = r, value
+        if best is not None:
+            return best['name']
+    return ready[0]['name']
+
+
+def parse_systemctl_show(text):
+    """``systemctl show -p A,B UNIT`` output -> dict."""
+    out = {}
+    for line in (text or '').splitlines():
+        key, sep, value = line.partition('=')
+        if sep:
+            out[key.strip()] = value.strip()
+    return out

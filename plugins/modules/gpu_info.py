@@ -1,0 +1,268 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: gpu_info
+short_description: Facts about the NVIDIA GPUs, their processes and the installed SGLang
+version_added: 0.1.0
+description:
+  - Reads the GPUs (index, name, UUID, bus id, compute capability and arch family, memory, power, utilisation),
+    the driver and CUDA versions and the GPU compute processes with C(nvidia-smi), in three calls
+    (one C(--query-gpu), one C(--query-compute-apps), the plain table for the CUDA version).
+  - On a Proxmox VE node, maps every GPU process to the container (vmid) it belongs to, from C(/proc/<pid>/cgroup).
+  - With O(sglang_python), asks the installed SGLang for its version and every flag and choice its own parser
+    accepts (C(ServerArgs.add_cli_args)), falling back to parsing C(python -m sglang.launch_server --help).
+  - Changes nothing.
+author:
+  - llmserve.sglang contributors
+extends_documentation_fragment:
+  - llmserve.sglang.attributes
+  - llmserve.sglang.attributes.platform
+  - llmserve.sglang.attributes.nvidia_smi
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  sglang_python:
+    description:
+      - Absolute path of the Python interpreter SGLang is installed in (for example V(/root/ml-env/bin/python3)).
+      - When omitted, RV(sglang) is not gathered (RV(sglang.installed) is V(null)).
+    type: path
+  proxmox:
+    description:
+      - Map GPU processes to Proxmox VE containers through C(/proc/<pid>/cgroup).
+      - V(auto) maps whatever PIDs have a C(0::/lxc/<vmid>/) cgroup; V(never) skips the mapping;
+        V(always) also reports RV(proxmox_node=true) on a host without C(/etc/pve).
+    type: str
+    choices: [auto, always, never]
+    default: auto
+notes:
+  - Inside an LXC container C(nvidia-smi) lists no processes (the driver reports node PIDs), while memory use is
+    still shown; use M(llmserve.sglang.gpu_reset) there, which also looks at the device nodes.
+seealso:
+  - module: llmserve.sglang.gpu_reset
+  - module: llmserve.sglang.sglang_launch
+'''
+
+EXAMPLES = r'''
+- name: Read GPUs and the installed SGLang
+  llmserve.sglang.gpu_info:
+    sglang_python: /root/ml-env/bin/python3
+  register: gpu
+
+- name: Stop on a mixed or unexpected machine
+  ansible.builtin.assert:
+    that:
+      - gpu.gpu_count >= 8
+      - gpu.arch == 'sm120'
+      - gpu.sglang.installed
+
+- name: Pass the flag table on to sglang_launch (no second introspection)
+  llmserve.sglang.sglang_launch:
+    service_name: sglang
+    python: /root/ml-env/bin/python3
+    model_path: /models/Qwen3.5-397B-A17B-NVFP4
+    tp_size: 8
+    gpu_arch: "{{ gpu.arch }}"
+    gpu_count: "{{ gpu.gpu_count }}"
+    sglang_options: "{{ gpu.sglang.options }}"
+'''
+
+RETURN = r'''
+gpus:
+  description: One entry per GPU, sorted by index.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    index: {description: GPU index., type: int, sample: 0}
+    name: {description: Product name., type: str, sample: NVIDIA H200}
+    uuid: {description: GPU UUID., type: str, sample: GPU-a4fbce9b-25f7-f038-11e1-b07ee93c4d63}
+    bus_id: {description: PCI bus id., type: str, sample: "00000000:00:06.0"}
+    compute_cap: {description: Compute capability., type: str, sample: "9.0"}
+    arch: {description: Arch family (sm90 Hopper, sm100 datacenter Blackwell, sm120 workstation Blackwell)., type: str, sample: sm90}
+    driver_version: {description: Driver version., type: str, sample: 580.159.04}
+    memory_used_mib: {description: Memory in use (MiB)., type: int, sample: 21265}
+    memory_total_mib: {description: Memory size (MiB)., type: int, sample: 143771}
+    power_draw_w: {description: Power draw (W); null when not reported., type: float, sample: 120.3}
+    power_limit_w: {description: Power limit (W); null when not reported., type: float, sample: 700.0}
+    utilization_pct: {description: GPU utilisation (percent); null when not reported., type: int, sample: 0}
+gpu_count:
+  description: Number of GPUs.
+  returned: success
+  type: int
+  sample: 8
+gpu_name:
+  description: Name of GPU 0.
+  returned: success
+  type: str
+  sample: NVIDIA H200
+compute_cap:
+  description: Compute capability of GPU 0.
+  returned: success
+  type: str
+  sample: "9.0"
+arch:
+  description: Arch family of GPU 0.
+  returned: success
+  type: str
+  sample: sm90
+mixed:
+  description: Whether the GPUs differ in name or compute capability.
+  returned: success
+  type: bool
+  sample: false
+driver_version:
+  description: NVIDIA driver version.
+  returned: success
+  type: str
+  sample: 580.159.04
+cuda_version:
+  description: The CUDA version the driver supports (from the C(nvidia-smi) header); null when not printed.
+  returned: success
+  type: str
+  sample: "13.0"
+processes:
+  description: GPU compute processes as C(nvidia-smi) reports them (node PIDs).
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    pid: {description: Process id (on the node)., type: int, sample: 419}
+    name: {description: Process name., type: str, sample: python3}
+    used_mib: {description: GPU memory the process holds (MiB)., type: int, sample: 21256}
+    gpu_uuid: {description: UUID of the GPU., type: str}
+    gpu_bus_id: {description: Bus id of the GPU., type: str}
+    gpu_index: {description: Index of the GPU., type: int, sample: 0}
+    vmid: {description: Proxmox container the process belongs to; null for the node's own., type: int, sample: 129}
+proxmox_node:
+  description: Whether this host looks like a Proxmox VE node (C(/etc/pve) or C(pct) present, or a process mapped to a container).
+  returned: success
+  type: bool
+container:
+  description: Whether this host is itself a container.
+  returned: success
+  type: bool
+sglang:
+  description: The installed SGLang, read from SGLang itself.
+  returned: success
+  type: dict
+  contains:
+    installed: {description: Whether C(import sglang) worked; null when O(sglang_python) was not given., type: bool}
+    version: {description: SGLang version., type: str, sample: 0.5.23}
+    python: {description: The interpreter asked., type: str, sample: /root/ml-env/bin/python3}
+    python_version: {description: Its Python version., type: str, sample: 3.12.3}
+    source: {description: Where the flag table came from., type: str, sample: sglang.srt.server_args.ServerArgs.add_cli_args}
+    error: {description: Why something could not be read; null when all went well., type: str}
+    options:
+      description: Every option SGLang's parser accepts (schema of C(tests/data/sglang/server-args-0.5.23.json)).
+      type: list
+      elements: dict
+      sample: [{flags: ["--tp-size", "--tensor-parallel-size"], dest: tp_size, type: int, nargs: null,
+                takes_value: true, choices: null, default: 1, help: The tensor parallelism size.}]
+'''
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import nvidia_smi as nsmi
+from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
+from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
+
+
+def find_nvidia_smi(module, name):
+    if os.path.isabs(name):
+        if os.access(name, os.X_OK):
+            return name
+        return None
+    return module.get_bin_path(name, opt_dirs=['/usr/bin', '/usr/local/bin', '/usr/local/nvidia/bin'])
+
+
+def missing_message(name):
+    return ('nvidia_smi: %r was not found on this host (PATH and /usr/bin, /usr/local/bin); install the NVIDIA '
+            'driver utilities, or set the nvidia_smi option to the full path of nvidia-smi' % name)
+
+
+def run_nvidia_smi(module, argv):
+    rc, out, err = module.run_command(argv)
+    if rc != 0:
+        module.fail_json(msg='%s failed (rc=%s): %s' % (' '.join(argv), rc, (err or out).strip()),
+                         rc=rc, stdout=out, stderr=err, cmd=argv)
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            nvidia_smi=dict(type='str', default='nvidia-smi'),
+            sglang_python=dict(type='path'),
+            proxmox=dict(type='str', default='auto', choices=['auto', 'always', 'never']),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    binary = find_nvidia_smi(module, params['nvidia_smi'])
+    if not binary:
+        module.fail_json(msg=missing_message(params['nvidia_smi']))
+
+    try:
+        gpus = nsmi.parse_gpus(run_nvidia_smi(module, nsmi.query_gpu_argv(binary)))
+        apps = nsmi.parse_apps(run_nvidia_smi(module, nsmi.query_apps_argv(binary)), gpus)
+    except nsmi.NvidiaSmiParseError as exc:
+        module.fail_json(msg='could not read nvidia-smi output: %s' % exc)
+    rc, header, dummy = module.run_command(nsmi.header_argv(binary))
+    cuda_version = nsmi.parse_cuda_version(header) if rc == 0 else None
+
+    mapped = False
+    for app in apps:
+        app['vmid'] = None
+        if params['proxmox'] != 'never':
+            info = gpu_holders.proc_info(app['pid'])
+            app['vmid'] = info['vmid'] if info else None
+            mapped = mapped or app['vmid'] is not None
+    if params['proxmox'] == 'never':
+        proxmox_node = False
+    elif params['proxmox'] == 'always':
+        proxmox_node = True
+    else:
+        proxmox_node = os.path.isdir('/etc/pve') or bool(module.get_bin_path('pct')) or mapped
+
+    summary = nsmi.summarize(gpus)
+    driver = gpus[0].get('driver_version') if gpus else nsmi.parse_driver_version(header)
+    result = dict(
+        changed=False,
+        gpus=gpus,
+        gpu_count=summary['gpu_count'],
+        gpu_name=summary['gpu_name'],
+        compute_cap=summary['compute_cap'],
+        arch=summary['arch'],
+        mixed=summary['mixed'],
+        driver_version=driver,
+        cuda_version=cuda_version,
+        processes=apps,
+        proxmox_node=proxmox_node,
+        container=gpu_holders.in_container(),
+    )
+    if params['sglang_python']:
+        result['sglang'] = sglang_flags.read_installed(module.run_command, params['sglang_python'])
+    else:
+        result['sglang'] = dict(installed=None, version=None, python=None, python_version=None, source=None,
+                                options=[], error='sglang_python not given')
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,332 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: gpu_reset
+short_description: Free the GPUs of a host or of one Proxmox container, bounded in time
+version_added: 0.1.0
+description:
+  - Finds the processes that hold the GPUs (C(nvidia-smi --query-compute-apps), C(fuser -v) on the device nodes,
+    and a scan of C(/proc/*/fd) when C(fuser) is missing or fails).
+  - Keeps only the holders of this host, or, with O(vmid) on a Proxmox VE node, only those of that container
+    (from C(/proc/<pid>/cgroup)); never pid 1, this module and its parents, O(protected_pids),
+    O(protected_names) and the system daemons (C(systemd), C(sshd), C(nvidia-persistenced), ...).
+  - Sends SIGTERM, waits up to O(term_grace) (polling C(/proc) every 50 ms), sends SIGKILL to what is left,
+    then waits until every GPU's used memory is under O(memory_threshold_mib) (polling C(nvidia-smi) every 100 ms).
+  - Everything is bounded by O(timeout); past it the module fails and says what is still held and by whom.
+author:
+  - llmserve.sglang contributors
+extends_documentation_fragment:
+  - llmserve.sglang.attributes
+  - llmserve.sglang.attributes.platform
+  - llmserve.sglang.attributes.nvidia_smi
+attributes:
+  check_mode:
+    support: full
+    details: Lists the holders and what it would kill (RV(would_kill)); sends no signal.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+    details: Linux (C(/proc)).
+options:
+  vmid:
+    description:
+      - Run on a Proxmox VE node and clean up only the processes of this container.
+      - When not set, only processes of the host the module runs on are touched (inside a container: the container's own).
+    type: int
+  protected_pids:
+    description: PIDs never to signal.
+    type: list
+    elements: int
+    default: []
+  protected_names:
+    description: Process names (C(/proc/<pid>/comm)) never to signal, added to the built-in list.
+    type: list
+    elements: str
+    default: []
+  default_protected:
+    description: Also protect the built-in names (C(systemd), C(init), C(sshd), C(nvidia-persistenced), C(nv-hostengine), C(Xorg), ...).
+    type: bool
+    default: true
+  term_grace:
+    description: Seconds between SIGTERM and SIGKILL.
+    type: float
+    default: 5
+  timeout:
+    description: Seconds the whole clean-up may take, memory wait included.
+    type: float
+    default: 30
+  memory_threshold_mib:
+    description: A GPU counts as free when its used memory is below this (MiB).
+    type: int
+    default: 1024
+  gpus:
+    description: Indices of the GPUs whose memory to wait for. Default all.
+    type: list
+    elements: int
+  devices:
+    description: Shell glob of the device nodes to look at.
+    type: str
+    default: /dev/nvidia*
+  fuser:
+    description: Name or path of C(fuser) (psmisc). When missing, C(/proc/*/fd) is scanned instead.
+    type: str
+    default: fuser
+  hard_reset:
+    description:
+      - When memory is still held at the end, run C(nvidia-smi --gpu-reset -i N) on those GPUs.
+      - Never on shared machines (it disturbs every user of the GPU and needs all its processes gone); off by default.
+    type: bool
+    default: false
+notes:
+  - Inside an LXC container C(nvidia-smi) lists no processes (the driver reports node PIDs); there the holders are
+    found through the device nodes. From the node, set O(vmid) to clean one container up.
+  - A holder in D state (uninterruptible sleep) or a zombie is reported in RV(holders) with its state.
+seealso:
+  - module: llmserve.sglang.gpu_info
+'''
+
+EXAMPLES = r'''
+- name: Free the GPUs of this host
+  llmserve.sglang.gpu_reset:
+    term_grace: 5
+    timeout: 60
+
+- name: Free the GPUs of container 129, from its Proxmox node
+  llmserve.sglang.gpu_reset:
+    vmid: 129
+  delegate_to: pve01
+
+- name: Preview (kills nothing)
+  llmserve.sglang.gpu_reset:
+  check_mode: true
+  register: preview
+'''
+
+RETURN = r'''
+holders:
+  description: Every process found holding a GPU device or GPU memory.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    pid: {description: PID (as seen where the module runs)., type: int}
+    name: {description: Process name., type: str}
+    sources: {description: Where it was found (nvidia-smi, fuser, proc)., type: list, elements: str}
+    devices: {description: Device nodes it holds., type: list, elements: str}
+    gpus: {description: GPU indices (from nvidia-smi)., type: list, elements: int}
+    used_mib: {description: GPU memory it holds per nvidia-smi (MiB)., type: int}
+    vmid: {description: Proxmox container it belongs to; null for the node's own., type: int}
+    state: {description: Process state letter (R, S, D, Z...)., type: str}
+    cmdline: {description: Its command line., type: str}
+killed:
+  description: Processes that ended, with the signal that ended them.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{pid: 419, name: python3, signal: SIGTERM, vmid: null, seconds: 0.15}]
+would_kill:
+  description: In check mode, the processes that would be signalled.
+  returned: always
+  type: list
+  elements: dict
+spared:
+  description: Holders left alone, each with C(why).
+  returned: always
+  type: list
+  elements: dict
+memory_before:
+  description: Used memory per GPU before.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{index: 0, used_mib: 21265, total_mib: 143771}]
+memory_after:
+  description: Used memory per GPU at the end.
+  returned: always
+  type: list
+  elements: dict
+seconds:
+  description: Time the module took.
+  returned: always
+  type: float
+seconds_to_free:
+  description: Time from the first signal until every GPU was under the threshold (null when it never was).
+  returned: always
+  type: float
+hard_reset_done:
+  description: GPU indices reset with O(hard_reset).
+  returned: always
+  type: list
+  elements: int
+sources_used:
+  description: The holder sources consulted.
+  returned: always
+  type: list
+  elements: str
+'''
+
+import glob
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
+from ansible_collections.llmserve.sglang.plugins.module_utils import nvidia_smi as nsmi
+
+
+class Reset(object):
+    def __init__(self, module):
+        self.module = module
+        self.p = module.params
+        name = self.p['nvidia_smi']
+        if os.path.isabs(name):
+            self.nvidia_smi = name if os.access(name, os.X_OK) else None
+        else:
+            self.nvidia_smi = module.get_bin_path(name, opt_dirs=['/usr/bin', '/usr/local/bin'])
+        if not self.nvidia_smi:
+            module.fail_json(msg='nvidia_smi: %r was not found on this host; install the NVIDIA driver utilities, '
+                                 'or set the nvidia_smi option to the full path of nvidia-smi' % name)
+        self.sources_used = []
+
+    def smi(self, argv):
+        rc, out, err = self.module.run_command(argv)
+        if rc != 0:
+            self.module.fail_json(msg='%s failed (rc=%s): %s' % (' '.join(argv), rc, (err or out).strip()),
+                                  rc=rc, stderr=err)
+        return out
+
+    def memory(self):
+        rows = nsmi.parse_csv(self.smi(nsmi.query_gpu_argv(self.nvidia_smi, nsmi.MEMORY_FIELDS)), nsmi.MEMORY_FIELDS)
+        return rows
+
+    def find(self):
+        gpus = self.memory()
+        apps = nsmi.parse_apps(self.smi(nsmi.query_apps_argv(self.nvidia_smi)), gpus)
+        self.sources_used = ['nvidia-smi']
+        paths = sorted(x for x in glob.glob(self.p['devices']) if not os.path.isdir(x))
+        fuser_rows = None
+        fuser = self.module.get_bin_path(self.p['fuser'], opt_dirs=['/usr/bin', '/bin', '/sbin', '/usr/sbin'])
+        if fuser and paths:
+            rc, out, err = self.module.run_command(gpu_holders.fuser_argv(paths, fuser))
+            if rc in (0, 1):
+                fuser_rows = gpu_holders.parse_fuser((err or '') + '\n' + (out or ''))
+                self.sources_used.append('fuser')
+        fd_scan = None
+        if fuser_rows is None:
+            fd_scan = gpu_holders.scan_proc_fds(pattern=gpu_holders.device_pattern(self.p['devices']))
+            self.sources_used.append('proc')
+        pids = set(a['pid'] for a in apps if a.get('pid') is not None)
+        pids.update(r['pid'] for r in fuser_rows or [])
+        pids.update((fd_scan or {}).keys())
+        infos = dict((pid, gpu_holders.proc_info(pid)) for pid in pids)
+        holders = gpu_holders.merge_holders(apps, fuser_rows, fd_scan, infos)
+        return gpus, holders
+
+
+def describe(items):
+    return ', '.join('pid %s %s%s%s' % (h['pid'], h.get('name'), ' (vmid %s)' % h['vmid'] if h.get('vmid') else '',
+                                         ' [%s]' % h['why'] if h.get('why') else '') for h in items)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            vmid=dict(type='int'),
+            protected_pids=dict(type='list', elements='int', default=[]),
+            protected_names=dict(type='list', elements='str', default=[]),
+            default_protected=dict(type='bool', default=True),
+            term_grace=dict(type='float', default=5),
+            timeout=dict(type='float', default=30),
+            memory_threshold_mib=dict(type='int', default=1024),
+            gpus=dict(type='list', elements='int'),
+            devices=dict(type='str', default='/dev/nvidia*'),
+            fuser=dict(type='str', default='fuser'),
+            hard_reset=dict(type='bool', default=False),
+            nvidia_smi=dict(type='str', default='nvidia-smi'),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p['timeout'] <= 0 or p['term_grace'] < 0:
+        module.fail_json(msg='timeout: must be more than 0 and term_grace 0 or more (every wait here is bounded)')
+    ops = gpu_holders.ProcOps()
+    start = ops.now()
+    deadline = start + p['timeout']
+    reset = Reset(module)
+    memory, holders = reset.find()
+    memory_before = nsmi.memory_by_index(memory)
+    own_vmid = gpu_holders.vmid_from_cgroup(gpu_holders.read_text('/proc/self/cgroup'))
+    kill, spared = gpu_holders.plan(
+        holders, vmid=p['vmid'], own_vmid=own_vmid, protected_pids=p['protected_pids'],
+        protected_names=p['protected_names'], self_pids=gpu_holders.ancestors(os.getpid()),
+        container=gpu_holders.in_container(), default_protected=p['default_protected'])
+    result = dict(changed=False, holders=holders, killed=[], would_kill=[], spared=spared,
+                  memory_before=memory_before, memory_after=memory_before, seconds=0.0, seconds_to_free=None,
+                  hard_reset_done=[], sources_used=reset.sources_used)
+    for rec in holders:
+        if rec.get('state') == 'D':
+            module.warn('pid %s (%s) holds a GPU and is in D state (uninterruptible sleep)' % (rec['pid'], rec.get('name')))
+
+    if module.check_mode:
+        result['would_kill'] = kill
+        result['changed'] = bool(kill)
+        result['seconds'] = round(ops.now() - start, 3)
+        module.exit_json(**result)
+
+    t_signal = ops.now()
+    killed, remaining = gpu_holders.terminate(kill, p['term_grace'], deadline, ops)
+    result['killed'] = killed
+    result['changed'] = bool(killed)
+
+    def query():
+        return nsmi.memory_by_index(reset.memory())
+
+    ok, memory_after, dummy = gpu_holders.wait_memory(query, p['memory_threshold_mib'], deadline, ops, gpus=p['gpus'])
+    if ok:
+        result['seconds_to_free'] = round(ops.now() - t_signal, 3)
+    elif p['hard_reset']:
+        for item in gpu_holders.over_threshold(memory_after, p['memory_threshold_mib'], p['gpus']):
+            rc, out, err = module.run_command(nsmi.gpu_reset_argv(item['index'], reset.nvidia_smi))
+            if rc == 0:
+                result['hard_reset_done'].append(item['index'])
+            else:
+                module.warn('nvidia-smi --gpu-reset -i %s failed: %s' % (item['index'], (err or out).strip()))
+        result['changed'] = result['changed'] or bool(result['hard_reset_done'])
+        ok, memory_after, dummy = gpu_holders.wait_memory(query, p['memory_threshold_mib'], ops.now() + 10, ops,
+                                                          gpus=p['gpus'])
+        if ok:
+            result['seconds_to_free'] = round(ops.now() - t_signal, 3)
+    result['memory_after'] = memory_after
+    result['seconds'] = round(ops.now() - start, 3)
+    if not ok:
+        still = gpu_holders.over_threshold(memory_after, p['memory_threshold_mib'], p['gpus'])
+        dummy, holders_now = reset.find()
+        result['holders_after'] = holders_now
+        msg = ('GPU memory still held after %.1fs (timeout %s): %s (threshold %s MiB)'
+               % (result['seconds'], p['timeout'],
+                  ', '.join('GPU %s %s MiB' % (m['index'], m['used_mib']) for m in still), p['memory_threshold_mib']))
+        if remaining:
+            msg += '; not ended by SIGTERM/SIGKILL: %s' % describe(remaining)
+        if holders_now:
+            msg += '; holders now: %s' % describe(holders_now)
+        if spared:
+            msg += '; spared: %s' % describe(spared)
+        if not holders_now:
+            msg += ('; no process is listed: memory held by a process outside this PID namespace (a container: '
+                    'run on the Proxmox node with vmid) or by the driver')
+        result['remaining'] = remaining
+        module.fail_json(msg=msg, **result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

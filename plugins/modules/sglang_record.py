@@ -1,0 +1,132 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: sglang_record
+short_description: Add one deploy's trial outcomes to the host's record, atomically
+version_added: 0.1.0
+description:
+  - The record is a JSON file on the GPU host: GPU fingerprint + SGLang version + configuration key -> outcome,
+    reason, evidence and figures. M(llmserve.sglang.sglang_plan) reads it to skip what already failed here.
+  - The new record is written to a temporary file in the same directory and renamed over the old one, so a reader
+    never sees half a file and an interrupted run leaves the previous record whole.
+  - Entries are bounded (the newest 200 are kept).
+author:
+  - llmserve.sglang contributors
+extends_documentation_fragment:
+  - llmserve.sglang.attributes
+  - llmserve.sglang.attributes.platform
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+options:
+  path:
+    description: The record file. Its directory is created (0755) when missing.
+    type: path
+    required: true
+  fingerprint:
+    description: The GPU fingerprint (M(llmserve.sglang.sglang_plan)'s RV(llmserve.sglang.sglang_plan#module:fingerprint)).
+    type: str
+    required: true
+  gpu:
+    description: The GPU summary (V(name), V(compute_cap), V(count)).
+    type: dict
+    required: true
+  sglang_version:
+    description: The installed SGLang version.
+    type: str
+    required: true
+  results:
+    description:
+      - This run's candidates as the report lists them (V(name), V(config_key), V(args), V(outcome), V(reason),
+        V(evidence), V(seconds), V(benchmark)). Only V(ready) and V(failed) ones are recorded.
+    type: list
+    elements: dict
+    default: []
+  selected:
+    description: The candidate now serving (V(name), V(config_key)), if any.
+    type: dict
+'''
+
+EXAMPLES = r'''
+- name: Remember what worked and what did not
+  llmserve.sglang.sglang_record:
+    path: /var/lib/llmserve/sglang/record.json
+    fingerprint: "{{ plan.fingerprint }}"
+    gpu: {name: "{{ gpu.gpu_name }}", compute_cap: "{{ gpu.compute_cap }}", count: "{{ gpu.gpu_count }}"}
+    sglang_version: "{{ gpu.sglang.version }}"
+    results: "{{ trial_results }}"
+    selected: "{{ selected }}"
+'''
+
+RETURN = r'''
+record:
+  description: The record as written.
+  returned: success
+  type: dict
+path:
+  description: The record file.
+  returned: success
+  type: str
+  sample: /var/lib/llmserve/sglang/record.json
+'''
+
+import datetime
+import json
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmserve.sglang.plugins.module_utils import plan as planlib
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type='path', required=True),
+            fingerprint=dict(type='str', required=True),
+            gpu=dict(type='dict', required=True),
+            sglang_version=dict(type='str', required=True),
+            results=dict(type='list', elements='dict', default=[]),
+            selected=dict(type='dict'),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    old = {}
+    if os.path.exists(p['path']):
+        try:
+            with open(p['path']) as handle:
+                old = json.load(handle)
+        except ValueError as exc:
+            module.fail_json(msg='path %s is not valid JSON (%s): move it aside; it is kept as is' % (p['path'], exc))
+    now = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
+    new = planlib.merge_record(old, p['fingerprint'], p['gpu'], p['sglang_version'], p['results'], p['selected'], now)
+    changed = len(new['entries']) != len((old or {}).get('entries') or []) or new.get('selected') != old.get('selected')
+    if changed and not module.check_mode:
+        directory = os.path.dirname(p['path'])
+        if not os.path.isdir(directory):
+            os.makedirs(directory, 0o755)
+        fd, tmp = tempfile.mkstemp(prefix='.record.', dir=directory)
+        with os.fdopen(fd, 'w') as handle:
+            json.dump(new, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        module.atomic_move(tmp, p['path'])
+    module.exit_json(changed=changed, record=new, path=p['path'])
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,321 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: smoke_generate
+short_description: Check that an SGLang server answers with real, correct text, and optionally benchmark it
+version_added: 0.1.0
+description:
+  - Sends fixed prompts with known answers at temperature 0 and judges each answer.
+  - Catches what a 200 from the health endpoint does not, as broken FP4/MoE kernels have served it,
+    repeated C(!!!!) or C(++++), all zeros, U+FFFD, NaN, as well as empty or wrong answers.
+  - Optionally runs a streaming load test on C(/generate) and reports C(sglang.bench_serving)'s figures.
+  - Sends requests only; changes nothing on the host.
+author:
+  - llmserve.sglang contributors
+options:
+  host:
+    description: Address of the server.
+    type: str
+    default: 127.0.0.1
+  port:
+    description: Port of the server.
+    type: int
+    default: 30000
+  scheme:
+    description: URL scheme.
+    type: str
+    choices: [http, https]
+    default: http
+  validate_certs:
+    description: Verify the TLS certificate when O(scheme=https).
+    type: bool
+    default: true
+  api_key:
+    description: The server's API key, sent as C(Authorization Bearer).
+    type: str
+  served_model_name:
+    description: The C(model) field of OpenAI-style requests.
+    type: str
+    default: default
+  timeout:
+    description: Seconds each smoke request may take.
+    type: float
+    default: 120
+  prompts:
+    description:
+      - The prompts and their expected answers, replacing the built-in ones.
+      - The built-ins are C(The capital city of France is) (expects C(Paris)), C(Question What is 17 + 25? Answer)
+        (expects C(42)) on C(/generate), and the chat turn C(Say hello in one word.) (expects a greeting) on C(/v1/chat/completions).
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: A name for the check in RV(checks).
+        type: str
+      endpoint:
+        description: C(/generate), C(/v1/chat/completions) or C(/v1/completions).
+        type: str
+      prompt:
+        description: The prompt text (for C(/generate) and C(/v1/completions), or a single user turn for chat).
+        type: str
+      messages:
+        description: Chat messages for C(/v1/chat/completions).
+        type: list
+        elements: dict
+      max_tokens:
+        description: Tokens to generate.
+        type: int
+        default: 32
+      expect_any:
+        description:
+          - The answer passes when it contains one of these (case-insensitive, not inside a longer word or number).
+          - An entry starting with C(re:) is a regular expression.
+          - Empty means any real text passes.
+        type: list
+        elements: str
+        default: []
+      logprobs:
+        description: Ask for log probabilities too (a NaN among them fails the check with C(nan)).
+        type: bool
+        default: false
+      extra:
+        description: Extra top-level fields merged into the request body.
+        type: dict
+        default: {}
+  benchmark:
+    description:
+      - Run a streaming load test after the smoke checks passed (skipped when they failed).
+      - Random token IDs as input (exact input length) and C(ignore_eos) (exact output length), as bench_serving's random dataset.
+    type: dict
+    suboptions:
+      concurrency:
+        description: Concurrency levels, one run each.
+        type: list
+        elements: int
+        default: [1, 64]
+      num_prompts:
+        description: Requests per level; default 4 x the level (at least 8).
+        type: int
+      input_len:
+        description: Input tokens per request.
+        type: int
+        default: 1024
+      output_len:
+        description: Output tokens per request.
+        type: int
+        default: 256
+      warmup:
+        description: Requests sent one by one before each level, not counted.
+        type: int
+        default: 1
+      timeout:
+        description: Seconds each level may take; requests not started by then count as failed.
+        type: float
+        default: 600
+      input_mode:
+        description: V(ids) sends random token IDs, V(text) random words (about one token each).
+        type: str
+        choices: [ids, text]
+        default: ids
+      seed:
+        description: Seed of the random prompts.
+        type: int
+        default: 0
+attributes:
+  check_mode:
+    support: full
+    details: The requests are sent in check mode too (they change nothing), except the benchmark, which is skipped.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+seealso:
+  - module: llmserve.sglang.await_server_ready
+'''
+
+EXAMPLES = r'''
+- name: Smoke test the trial server
+  llmserve.sglang.smoke_generate:
+    port: 30000
+    api_key: "{{ sglang_api_key | default(omit) }}"
+    served_model_name: "{{ sglang_served_model_name }}"
+  register: smoke
+
+- name: Smoke test with own prompts and a load test at 1 and 64 concurrent streams
+  llmserve.sglang.smoke_generate:
+    port: 30000
+    prompts:
+      - name: capital
+        endpoint: /generate
+        prompt: The capital city of Japan is
+        max_tokens: 8
+        expect_any: [Tokyo]
+    benchmark:
+      concurrency: [1, 64]
+      num_prompts: 128
+      input_len: 1024
+      output_len: 256
+  register: smoke
+'''
+
+RETURN = r'''
+ok:
+  description: Whether every smoke check passed.
+  returned: always
+  type: bool
+reason:
+  description:
+    - The most telling failure, one of C(nan), C(garbage), C(replacement_chars), C(empty), C(http_error), C(timeout),
+      C(wrong_answer); null when ok.
+  returned: always
+  type: str
+  sample: garbage
+evidence:
+  description: One line per failed check saying what was wrong.
+  returned: always
+  type: list
+  elements: str
+checks:
+  description: One entry per prompt.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: The check's name.
+      type: str
+    endpoint:
+      description: The endpoint used.
+      type: str
+    ok:
+      description: Whether it passed.
+      type: bool
+    reason:
+      description: Why it failed.
+      type: str
+    detail:
+      description: What was wrong, e.g. C(run of 32 x '!') or C(HTTP 500 ...).
+      type: str
+    text:
+      description: The answer (first 500 characters).
+      type: str
+    status:
+      description: The HTTP status.
+      type: int
+    seconds:
+      description: Time the request took.
+      type: float
+seconds:
+  description: Time the checks (and the benchmark) took.
+  returned: always
+  type: float
+benchmark:
+  description:
+    - The load test; C(concurrency) maps each level (as a string) to bench_serving's figures under snake_case names
+      (C(completed), C(duration_s), C(request_throughput), C(input_throughput), C(output_throughput), C(total_throughput),
+      C(mean_ttft_ms), C(median_ttft_ms), C(p99_ttft_ms), C(mean_itl_ms), C(median_itl_ms), C(p99_itl_ms), C(mean_e2e_latency_ms), ...);
+      C(labels) maps those names to the labels bench_serving prints.
+  returned: when O(benchmark) is set and the smoke checks passed
+  type: dict
+  sample: {"concurrency": {"1": {"completed": 8, "output_throughput": 171.9, "mean_ttft_ms": 80.1}},
+           "labels": {"output_throughput": "Output token throughput (tok/s)"}}
+'''
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
+from ansible_collections.llmserve.sglang.plugins.module_utils import http as sghttp
+from ansible_collections.llmserve.sglang.plugins.module_utils import loadgen
+
+def run_checks(base, prompts, api_key, model, timeout, validate_certs, post=sghttp.post_json):
+    checks = []
+    for p in prompts:
+        path, body = smoke.build_request(p, model=model)
+        r = post(base + path, body, api_key=api_key, timeout=timeout, validate_certs=validate_certs)
+        checks.append(smoke.check_response(p, r.status, r.body, seconds=round(r.seconds, 3), error=r.error))
+    return checks
+
+
+def main():
+    prompt_spec = dict(
+        name=dict(type='str'),
+        endpoint=dict(type='str'),
+        prompt=dict(type='str'),
+        messages=dict(type='list', elements='dict'),
+        max_tokens=dict(type='int', default=32),
+        expect_any=dict(type='list', elements='str', default=[]),
+        logprobs=dict(type='bool', default=False),
+        extra=dict(type='dict', default={}),
+    )
+    bench_spec = dict(
+        concurrency=dict(type='list', elements='int', default=[1, 64]),
+        num_prompts=dict(type='int'),
+        input_len=dict(type='int', default=1024),
+        output_len=dict(type='int', default=256),
+        warmup=dict(type='int', default=1),
+        timeout=dict(type='float', default=600),
+        input_mode=dict(type='str', default='ids', choices=['ids', 'text']),
+        seed=dict(type='int', default=0),
+    )
+    module = AnsibleModule(
+        argument_spec=dict(
+            host=dict(type='str', default='127.0.0.1'),
+            port=dict(type='int', default=30000),
+            scheme=dict(type='str', default='http', choices=['http', 'https']),
+            validate_certs=dict(type='bool', default=True),
+            api_key=dict(type='str', no_log=True),
+            served_model_name=dict(type='str', default='default'),
+            timeout=dict(type='float', default=120),
+            prompts=dict(type='list', elements='dict', options=prompt_spec),
+            benchmark=dict(type='dict', options=bench_spec),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        prompts = [smoke.normalize_prompt(x, i) for i, x in enumerate(p['prompts'] or smoke.DEFAULT_PROMPTS)]
+    except ValueError as e:
+        module.fail_json(msg='prompts: %s' % e)
+    bench = p['benchmark']
+    if bench is not None:
+        levels = bench['concurrency'] or []
+        if not levels or any(c < 1 for c in levels):
+            module.fail_json(msg='benchmark.concurrency must be a non-empty list of integers >= 1, got %s' % levels)
+        for key in ('input_len', 'output_len'):
+            if bench[key] < 1:
+                module.fail_json(msg='benchmark.%s must be >= 1, got %s' % (key, bench[key]))
+
+    base = sghttp.base_url(p['host'], p['port'], p['scheme'])
+    t0 = time.time()
+    checks = run_checks(base, prompts, p['api_key'], p['served_model_name'], p['timeout'], p['validate_certs'])
+    ok, reason = smoke.overall(checks)
+    evidence = ['%s: %s: %s' % (c['name'], c['reason'], c['detail']) for c in checks if not c['ok']]
+    result = dict(changed=False, ok=ok, reason=reason, evidence=evidence, checks=checks)
+
+    if bench is not None and ok and not module.check_mode:
+        out = {'concurrency': {}, 'labels': dict(loadgen.LABELS), 'settings': {}}
+        for level in bench['concurrency']:
+            n = bench['num_prompts'] or max(8, 4 * level)
+            fig, _results = loadgen.run_level(
+                p['host'], p['port'], level, n, input_len=bench['input_len'], output_len=bench['output_len'],
+                api_key=p['api_key'], warmup=bench['warmup'], timeout=bench['timeout'], seed=bench['seed'],
+                mode=bench['input_mode'], scheme=p['scheme'], validate_certs=p['validate_certs'],
+                request_timeout=max(p['timeout'], 60))
+            out['concurrency'][str(level)] = fig
+        out['settings'] = dict((k, bench[k]) for k in bench_spec)
+        result['benchmark'] = out
+    result['seconds'] = round(time.time() - t0, 3)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Measure how fast await_server_ready's wait loop notices a failure (no Ansible start-up counted).
+
+A child process plays the server: it writes start-up lines to a log file, then, when the
+bench sends it SIGUSR1, it writes a scheduler traceback and SIGKILLs itself (SGLang's own
+crash path); or the bench SIGKILLs it with nothing in the log (OOM killer); or, on SIGUSR2,
+it writes a fatal line and stays alive.  The wait loop runs in this process, on the log file +
+the PID, with the module's defaults (poll_interval 0.1 s).  Latency = return time - event time.
+
+  PYTHONPATH=/tmp/ac python3 tests/bench/detect_latency.py --runs 10
+"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log
+from ansible_collections.llmserve.sglang.plugins.modules import await_server_ready as asr
+
+CHILD = r'''
+import os, signal, sys, time
+log = open(sys.argv[1], 'a', buffering=1)
+def crash(*_):
+    log.write("[2026-05-01 12:01:00 TP3] Scheduler hit an exception: Traceback (most recent call last):\n"
+              '  File "/x/flashinfer/fused_moe/core.py", line 2120, in trtllm_fp4_block_scale_moe\n'
+              "    return op(\n"
+              "RuntimeError: trtllm_fp4_block_scale_moe requires 10.x architecture (got sm120)\n")
+    time.sleep(0.05)
+    log.write("[2026-05-01 12:01:00] Received sigquit from a child process. It usually means the child failed.\n")
+    os.kill(os.getpid(), signal.SIGKILL)
+def fatal_alive(*_):
+    log.write("[2026-05-01 12:06:00 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)\n")
+signal.signal(signal.SIGUSR1, crash)
+signal.signal(signal.SIGUSR2, fatal_alive)
+log.write("[2026-05-01 12:00:00 TP0] Load weight begin\n")
+i = 0
+while True:
+    i += 1
+    log.write("Loading safetensors checkpoint shards: %d%% Completed | %d/100 [00:01<00:01]\n" % (i % 100, i % 100))
+    time.sleep(0.5)
+'''
+
+
+def one(kind, tmp):
+    path = os.path.join(tmp, 'log-%s-%f' % (kind, time.time()))
+    open(path, 'w').close()
+    child = subprocess.Popen([sys.executable, '-c', CHILD, path])
+    time.sleep(0.5)
+    p = {'poll_interval': 0.1, 'start_time': time.time(), 'timeout': 60, 'hang_timeout': 60, 'unhealthy_timeout': 60,
+         'require_ready_line': True, 'step': 0, 'fatal_grace': 0.5, 'drain_min': 0.25, 'drain_max': 0.8}
+    out = {}
+
+    def run():
+        out['res'] = asr.wait(None, p, asr.PidWatch(child.pid), asr.FileLog(path), None, st)
+        out['t'] = time.time()
+    st = sglang_log.LogState()
+    th = threading.Thread(target=run)
+    th.start()
+    time.sleep(1.0)
+    t_event = time.time()
+    if kind == 'crash':
+        os.kill(child.pid, signal.SIGUSR1)
+    elif kind == 'killed':
+        os.kill(child.pid, signal.SIGKILL)
+    else:
+        os.kill(child.pid, signal.SIGUSR2)
+    th.join(10)
+    if child.poll() is None:
+        child.kill()          # our own child, by its handle
+    child.wait()
+    return out['res']['status'], out['t'] - t_event, st.evidence()[:1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--runs', type=int, default=10)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp()
+    for kind in ('crash', 'killed', 'fatal_alive'):
+        lats = []
+        statuses = set()
+        for _ in range(args.runs):
+            status, lat, ev = one(kind, tmp)
+            lats.append(lat)
+            statuses.add(status)
+        lats.sort()
+        print('%-12s status=%-8s n=%d  latency min %.3f s  median %.3f s  max %.3f s  evidence=%s' % (
+            kind, ','.join(sorted(statuses)), len(lats), lats[0], lats[len(lats) // 2], lats[-1], ev))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,1 @@
+"""Internals of the fake SGLang (not part of real sglang)."""

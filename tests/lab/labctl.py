@@ -1,0 +1,525 @@
+#!/usr/bin/python3
+"""The lab of mock hosts: real systemd + sshd in Linux namespaces, fake GPUs, a fake Proxmox node.
+
+    python3 tests/lab/labctl.py up [--gpu-model sm90 | --gpu-model gpu01=sm90 ...] [--gpu-count N] [--config FILE]
+    python3 tests/lab/labctl.py down
+    python3 tests/lab/labctl.py status [--json]
+    python3 tests/lab/labctl.py ssh HOST [-- CMD ...]
+    python3 tests/lab/labctl.py exec HOST -- CMD ...     (nsenter, no ssh)
+
+Run as root. State lives in /var/tmp/llmserve-lab (LLMLAB_DIR overrides). See tests/lab/README.md.
+Safety: every host boots on an overlay root (tests/lab/hostboot.sh), `down` kills only the PIDs recorded
+in state.json, and lab traffic stays on loopback and 10.77.0.0/24.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECKOUT = os.path.dirname(os.path.dirname(HERE))
+LAB = os.environ.get("LLMLAB_DIR", "/var/tmp/llmserve-lab")
+STATE = os.path.join(LAB, "state.json")
+KEY = os.path.join(LAB, "ssh", "id_ed25519")
+CGROOT = "/sys/fs/cgroup/unified"
+CGLAB = os.path.join(CGROOT, "llmlab")
+BOOT = os.path.join(HERE, "hostboot.sh")
+SUBNET_PREFIX = "10.77.0."
+SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+            "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
+# Units never started in a mock host (enabled ones found on the machine are added at `up`).
+MASK = [
+    "postgresql.service", "postgresql@.service", "cron.service", "anacron.service", "rsyslog.service",
+    "getty@.service", "serial-getty@.service", "console-getty.service", "getty-static.service", "getty.target",
+    "systemd-udevd.service", "systemd-udevd-control.socket", "systemd-udevd-kernel.socket",
+    "systemd-udev-trigger.service", "systemd-udev-settle.service", "systemd-hwdb-update.service",
+    "systemd-modules-load.service", "kmod-static-nodes.service", "systemd-sysctl.service",
+    "systemd-binfmt.service", "proc-sys-fs-binfmt_misc.automount", "proc-sys-fs-binfmt_misc.mount",
+    "systemd-remount-fs.service", "systemd-fsck-root.service", "systemd-fsckd.socket", "systemd-fsckd.service",
+    "systemd-firstboot.service", "systemd-pstore.service", "systemd-timesyncd.service",
+    "systemd-networkd.service", "systemd-networkd.socket", "systemd-networkd-wait-online.service",
+    "networking.service", "ifupdown-pre.service", "systemd-random-seed.service", "swap.target",
+    "dev-hugepages.mount", "dev-mqueue.mount", "sys-kernel-debug.mount", "sys-kernel-tracing.mount",
+    "sys-fs-fuse-connections.mount", "sys-kernel-config.mount", "e2scrub_reap.service", "e2scrub_all.timer",
+    "apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer", "fstrim.timer", "man-db.timer",
+    "systemd-tmpfiles-clean.timer", "logrotate.timer", "systemd-journald-audit.socket", "ssh.socket",
+]
+KEEP = {"ssh.service", "sshd.service", "remote-fs.target", "systemd-journald.service"}
+
+
+# --------------------------------------------------------------------------- helpers
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def run(argv, check=True, **kw) -> subprocess.CompletedProcess:
+    cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    if check and cp.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, argv))} -> {cp.returncode}: {cp.stderr.strip()}")
+    return cp
+
+
+def load_config(path: str | None) -> dict:
+    path = path or os.path.join(HERE, "lab.yml")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except ValueError:
+        import yaml  # python3-yaml (Debian) / PyYAML
+        return yaml.safe_load(text)
+
+
+def load_state() -> dict:
+    try:
+        with open(STATE, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {}
+
+
+def save_state(st: dict) -> None:
+    os.makedirs(LAB, exist_ok=True)
+    tmp = STATE + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(st, f, indent=2)
+    os.replace(tmp, STATE)
+
+
+def alive(pid) -> bool:
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def proc_start(pid) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
+
+
+def same_proc(rec: dict | None) -> bool:
+    """The recorded PID is still the process we started (PID + start time)."""
+    return bool(rec) and alive(rec.get("pid")) and proc_start(rec["pid"]) == rec.get("start")
+
+
+def children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="utf-8") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def nsenter(pid: int, argv: list[str], **kw) -> subprocess.CompletedProcess:
+    return run(["nsenter", "-t", str(pid), "-m", "-u", "-i", "-n", "-p", "-C", "-r", "-w", "--", *argv], **kw)
+
+
+def is_running(pid: int) -> str:
+    cp = nsenter(pid, ["systemctl", "is-system-running"], check=False, timeout=10)
+    return cp.stdout.strip()
+
+
+def port_open(ip: str, port: int = 22, timeout: float = 0.3) -> bool:
+    assert ip.startswith(SUBNET_PREFIX)
+    try:
+        with socket.create_connection((ip, port), timeout=timeout) as s:
+            return s.recv(4).startswith(b"SSH")
+    except OSError:
+        return False
+
+
+def rm_cgroup_tree(path: str) -> None:
+    if not os.path.isdir(path):
+        return
+    for dirpath, dirnames, _ in sorted(os.walk(path, topdown=False), key=lambda t: -t[0].count("/")):
+        for _ in range(50):
+            try:
+                os.rmdir(dirpath)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
+
+
+# --------------------------------------------------------------------------- seed trees
+def write(path: str, text: str, mode: int = 0o644) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(path, mode)
+
+
+def enabled_units() -> list[str]:
+    cp = run(["systemctl", "list-unit-files", "--state=enabled", "--no-legend", "--no-pager"], check=False)
+    return [ln.split()[0] for ln in cp.stdout.splitlines() if ln.strip()]
+
+
+def wrapper(module: str) -> str:
+    return (f"#!/usr/bin/python3\n# lab fake, see {HERE}/fakes/{module}.py\nimport sys\n"
+            f"sys.path.insert(0, {os.path.join(HERE, 'fakes')!r})\n"
+            f"from {module} import main\nsys.exit(main())\n")
+
+
+def make_seed(name: str, h: dict, cfg: dict, masks: list[str]) -> str:
+    sys.path.insert(0, os.path.join(HERE, "fakes"))
+    import fakegpu  # noqa: E402
+    seed = os.path.join(LAB, "hosts", name, "seed")
+    shutil.rmtree(seed, ignore_errors=True)
+    os.makedirs(os.path.join(seed, "etc/systemd/system"))
+    for u in masks:
+        os.symlink("/dev/null", os.path.join(seed, "etc/systemd/system", u))
+    os.makedirs(os.path.join(seed, "root/.ssh"), mode=0o700)
+    os.chmod(os.path.join(seed, "root/.ssh"), 0o700)
+    shutil.copy(KEY + ".pub", os.path.join(seed, "root/.ssh/authorized_keys"))
+    os.chmod(os.path.join(seed, "root/.ssh/authorized_keys"), 0o600)
+    write(os.path.join(seed, "etc/fstab"), "# llmserve lab host: no mounts\n")
+    write(os.path.join(seed, "etc/machine-id"), os.urandom(16).hex() + "\n", 0o444)
+    hosts = "127.0.0.1\tlocalhost\n" + "".join(
+        f"{x['ip']}\t{n}\n" for n, x in cfg["hosts"].items())
+    write(os.path.join(seed, "etc/hosts"), hosts)
+    role = h["role"]
+    gpu_src = h if role != "container" else cfg["hosts"][h["node"]]
+    if role in ("gpu", "proxmox_node", "container"):
+        gcfg = fakegpu.make_config(gpu_src.get("gpu_model", "sm120"), int(gpu_src.get("gpu_count", 8)),
+                                   h["node"] if role == "container" else name,
+                                   h.get("vmid") if role == "container" else None)
+        write(os.path.join(seed, "etc/fakegpu/config.json"), json.dumps(gcfg, indent=2) + "\n")
+        os.makedirs(os.path.join(seed, "var/lib/fakegpu/procs"), exist_ok=True)
+        write(os.path.join(seed, "usr/bin/nvidia-smi"), wrapper("nvidia_smi"), 0o755)
+    if role == "proxmox_node":
+        write(os.path.join(seed, "usr/sbin/pct"), wrapper("pct"), 0o755)
+        os.makedirs(os.path.join(seed, f"etc/pve/nodes/{name}/lxc"), exist_ok=True)
+        os.symlink(f"nodes/{name}/lxc", os.path.join(seed, "etc/pve/lxc"))
+        cts = {}
+        for cn, c in cfg["hosts"].items():
+            if c.get("role") != "container" or c.get("node") != name:
+                continue
+            vmid = int(c["vmid"])
+            n_gpu = int(h.get("gpu_count", 8))
+            conf = (f"arch: amd64\ncores: 32\nfeatures: nesting=1\nhostname: {cn}\nmemory: 262144\n"
+                    f"net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:{vmid % 256:02X},ip={c['ip']}/24,type=veth\n"
+                    "ostype: debian\nrootfs: local-lvm:vm-%d-disk-0,size=200G\nswap: 0\nunprivileged: 0\n"
+                    "lxc.cgroup2.devices.allow: c 195:* rwm\nlxc.cgroup2.devices.allow: c 508:* rwm\n" % vmid)
+            for i in range(n_gpu):
+                conf += f"lxc.mount.entry: /dev/nvidia{i} dev/nvidia{i} none bind,optional,create=file\n"
+            conf += ("lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,create=file\n"
+                     "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n")
+            write(os.path.join(seed, f"etc/pve/nodes/{name}/lxc/{vmid}.conf"), conf, 0o640)
+            cts[str(vmid)] = {"name": cn, "hostname": cn, "netns": os.path.join(LAB, "netns", cn),
+                              "mnt": os.path.join(LAB, "hosts", cn, "mnt"), "seed": os.path.join(LAB, "hosts", cn, "seed"),
+                              "checkout": CHECKOUT, "labdir": LAB, "boot": BOOT, "share": "/var/lib/fakegpu",
+                              "mlenv": bool(c.get("ml_env"))}
+        write(os.path.join(seed, "etc/pve-fake/lab.json"), json.dumps({"node": name, "containers": cts}, indent=2))
+    if h.get("ml_env"):
+        ver = "python" + run(["/usr/bin/python3", "-c", "import sys;print('%d.%d' % sys.version_info[:2])"]).stdout.strip()
+        write(os.path.join(seed, f"root/ml-env/lib/{ver}/site-packages/llmserve-lab.pth"),
+              f"{os.path.join(HERE, 'fake_sglang')}\n{os.path.join(HERE, 'fakes')}\n")
+        beh = os.path.join(HERE, "behaviour", "default.yml")
+        if os.path.exists(beh):
+            os.makedirs(os.path.join(seed, "etc/fake-sglang"), exist_ok=True)
+            shutil.copy(beh, os.path.join(seed, "etc/fake-sglang/behaviour.yml"))
+    return seed
+
+
+# --------------------------------------------------------------------------- network
+def make_netns(name: str, ip: str, bridge: str) -> str:
+    assert ip.startswith(SUBNET_PREFIX), ip
+    nsf = os.path.join(LAB, "netns", name)
+    os.makedirs(os.path.dirname(nsf), exist_ok=True)
+    if not os.path.ismount(nsf):
+        open(nsf, "w").close()
+        run(["unshare", f"--net={nsf}", "true"])
+    outer = f"llm-{name}"[:15]
+    if not os.path.exists(f"/sys/class/net/{outer}"):
+        run(["nsenter", f"--net={nsf}", "ip", "link", "add", "eth0", "type", "veth", "peer", "name", outer,
+             "netns", str(os.getpid())])
+    run(["nsenter", f"--net={nsf}", "ip", "-batch", "-"], input=(
+        "link set lo up\n" f"addr replace {ip}/24 dev eth0\n" "link set eth0 up\n"))
+    run(["ip", "link", "set", outer, "master", bridge, "up"])
+    return nsf
+
+
+def make_bridge(cfg: dict) -> None:
+    br = cfg.get("bridge", "llmlab0")
+    if not os.path.exists(f"/sys/class/net/{br}"):
+        run(["ip", "link", "add", br, "type", "bridge"])
+    run(["ip", "addr", "replace", cfg.get("bridge_ip", "10.77.0.1/24"), "dev", br])
+    run(["ip", "link", "set", br, "up"])
+
+
+# --------------------------------------------------------------------------- up / down
+def boot_host(name: str, h: dict, nsf: str, seed: str) -> dict:
+    """Start a top-level mock host: its own cgroup, then unshare into the overlay boot script."""
+    cg = os.path.join(CGLAB, name)
+    os.makedirs(cg, exist_ok=True)
+    mnt = os.path.join(LAB, "hosts", name, "mnt")
+    os.makedirs(mnt, exist_ok=True)
+    logf = open(os.path.join(LAB, "hosts", name, "boot.log"), "ab")
+    gpus = f"mknod:{int(h.get('gpu_count', 8))}" if h["role"] in ("gpu", "proxmox_node") else "none"
+
+    def pre():
+        os.setsid()
+        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+            f.write("0")
+
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LAB_CONTAINER": "llmserve-lab",
+           "LAB_MLENV": "1" if h.get("ml_env") else ""}
+    p = subprocess.Popen(["nsenter", f"--net={nsf}", "--", "unshare", "--pid", "--mount", "--uts", "--ipc",
+                          "--cgroup", "--fork", "--", BOOT, name, mnt, seed, CHECKOUT, LAB, gpus],
+                         stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, preexec_fn=pre, env=env)
+    logf.close()
+    child = None
+    for _ in range(200):
+        kids = children(p.pid)
+        if kids:
+            child = kids[0]
+            break
+        if p.poll() is not None:
+            break
+        time.sleep(0.01)
+    if not child:
+        raise RuntimeError(f"{name}: boot failed, see {LAB}/hosts/{name}/boot.log")
+    return {"pid": child, "start": proc_start(child), "unshare_pid": p.pid, "unshare_start": proc_start(p.pid),
+            "ip": h["ip"], "netns": nsf, "cgroup": cg, "role": h["role"]}
+
+
+def find_ct_init(node_pid: int, pid_in_node: int) -> int | None:
+    """Machine PID of the process whose NSpid is (x, pid_in_node, 1)."""
+    for ent in os.listdir("/proc"):
+        if not ent.isdigit():
+            continue
+        try:
+            with open(f"/proc/{ent}/status", encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith("NSpid:"):
+                        ids = line.split()[1:]
+                        if len(ids) == 3 and ids[1] == str(pid_in_node) and ids[2] == "1":
+                            return int(ent)
+                        break
+        except OSError:
+            continue
+    return None
+
+
+def wait_running(name: str, pid: int, ip: str, deadline: float) -> str:
+    state = ""
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            raise RuntimeError(f"{name}: systemd (pid {pid}) died, see {LAB}/hosts/{name}/boot.log")
+        state = is_running(pid)
+        if state in ("running", "degraded") and port_open(ip):
+            return state
+        time.sleep(0.2)
+    raise RuntimeError(f"{name}: not up in time (systemd state {state!r}, ssh {'open' if port_open(ip) else 'closed'})")
+
+
+def cmd_up(a) -> int:
+    if os.geteuid() != 0:
+        log("labctl: run as root")
+        return 2
+    t0 = time.monotonic()
+    cfg = load_config(a.config)
+    models = {}
+    for spec in a.gpu_model or []:
+        if "=" in spec:
+            k, v = spec.split("=", 1)
+            models[k] = v
+        else:
+            models["*"] = spec
+    for n, h in cfg["hosts"].items():
+        if h["role"] != "container":
+            if n in models or "*" in models:
+                h["gpu_model"] = models.get(n, models.get("*"))
+            if a.gpu_count:
+                h["gpu_count"] = a.gpu_count
+    st = load_state()
+    if st.get("hosts"):
+        up = [n for n, r in st["hosts"].items() if same_proc(r)]
+        if len(up) == len(st["hosts"]):
+            log(f"lab already up ({', '.join(up)}); `labctl.py down` first to rebuild")
+            return 0
+        log(f"lab partly up ({up}); tearing the rest down first")
+        cmd_down(a)
+    os.makedirs(os.path.join(LAB, "ssh"), exist_ok=True)
+    if not os.path.exists(KEY):
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "llmserve-lab", "-f", KEY])
+    st = {"config": cfg, "hosts": {}, "bridge": cfg.get("bridge", "llmlab0"), "cgroup": CGLAB,
+          "checkout": CHECKOUT, "started": time.time()}
+    save_state(st)
+    masks = sorted((set(MASK) | set(enabled_units())) - KEEP)
+    make_bridge(cfg)
+    os.makedirs(CGLAB, exist_ok=True)
+    seeds, nsfs = {}, {}
+    for n, h in cfg["hosts"].items():
+        seeds[n] = make_seed(n, h, cfg, masks)
+        nsfs[n] = make_netns(n, h["ip"], st["bridge"])
+    deadline = time.monotonic() + a.timeout
+    tops = [n for n, h in cfg["hosts"].items() if h["role"] != "container"]
+    for n in tops:
+        st["hosts"][n] = boot_host(n, cfg["hosts"][n], nsfs[n], seeds[n])
+        save_state(st)
+    for n in tops:
+        s = wait_running(n, st["hosts"][n]["pid"], cfg["hosts"][n]["ip"], deadline)
+        log(f"{n}: {s} (pid {st['hosts'][n]['pid']}, {cfg['hosts'][n]['ip']}) {time.monotonic() - t0:.1f}s")
+    for n, h in cfg["hosts"].items():
+        if h["role"] != "container":
+            continue
+        node = st["hosts"][h["node"]]
+        cp = nsenter(node["pid"], ["/usr/sbin/pct", "start", str(h["vmid"])], check=False, timeout=60)
+        if cp.returncode != 0:
+            raise RuntimeError(f"{n}: pct start {h['vmid']} on {h['node']} failed: {cp.stderr.strip()}")
+        in_node = int(nsenter(node["pid"], ["cat", f"/run/pve-fake/lxc/{h['vmid']}.pid"]).stdout.split()[0])
+        pid = find_ct_init(node["pid"], in_node)
+        st["hosts"][n] = {"pid": pid, "start": proc_start(pid), "pid_in_node": in_node, "node": h["node"],
+                          "vmid": h["vmid"], "ip": h["ip"], "netns": nsfs[n], "role": "container",
+                          "cgroup": os.path.join(CGLAB, h["node"], "lxc", str(h["vmid"]))}
+        save_state(st)
+        s = wait_running(n, pid, h["ip"], deadline)
+        log(f"{n}: {s} (pid {pid}, pid {in_node} on {h['node']}, {h['ip']}) {time.monotonic() - t0:.1f}s")
+    log(f"lab up in {time.monotonic() - t0:.1f}s; key {KEY}; `labctl.py ssh gpu01`")
+    return 0
+
+
+def cmd_down(a) -> int:
+    t0 = time.monotonic()
+    st = load_state()
+    hosts = st.get("hosts", {})
+    # containers first, then their nodes; only the PIDs this lab recorded (checked by start time)
+    order = sorted(hosts, key=lambda n: hosts[n].get("role") != "container")
+    for n in order:
+        r = hosts[n]
+        for key, skey in (("pid", "start"), ("unshare_pid", "unshare_start")):
+            pid = r.get(key)
+            if pid and alive(pid) and proc_start(pid) == r.get(skey):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    for n in order:
+        pid = hosts[n].get("pid")
+        for _ in range(200):
+            if not (pid and alive(pid) and proc_start(pid) == hosts[n].get("start")):
+                break
+            time.sleep(0.02)
+    cfg = st.get("config") or load_config(getattr(a, "config", None))
+    netns_dir = os.path.join(LAB, "netns")
+    if os.path.isdir(netns_dir):
+        for f in os.listdir(netns_dir):
+            p = os.path.join(netns_dir, f)
+            if os.path.ismount(p):
+                run(["umount", p], check=False)
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+    for n in cfg.get("hosts", {}):
+        outer = f"llm-{n}"[:15]
+        if os.path.exists(f"/sys/class/net/{outer}"):
+            run(["ip", "link", "del", outer], check=False)
+    br = st.get("bridge") or cfg.get("bridge", "llmlab0")
+    if os.path.exists(f"/sys/class/net/{br}"):
+        run(["ip", "link", "del", br], check=False)
+    rm_cgroup_tree(CGLAB)
+    # the per-host dirs (mount points, seeds, logs); keep the ssh key
+    shutil.rmtree(os.path.join(LAB, "hosts"), ignore_errors=True)
+    try:
+        os.unlink(STATE)
+    except FileNotFoundError:
+        pass
+    left = leftovers()
+    if left:
+        log("lab down, but left behind: " + "; ".join(left))
+        return 1
+    log(f"lab down in {time.monotonic() - t0:.1f}s")
+    return 0
+
+
+def leftovers() -> list[str]:
+    out = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        m = [ln.split()[4] for ln in f if LAB in ln.split()[4] or "lab-" in ln]
+    if m:
+        out.append(f"mounts {m}")
+    links = [d for d in os.listdir("/sys/class/net") if d.startswith("llm")]
+    if links:
+        out.append(f"links {links}")
+    if os.path.isdir(CGLAB):
+        out.append(f"cgroup {CGLAB}")
+    return out
+
+
+def cmd_status(a) -> int:
+    st = load_state()
+    rows = {}
+    for n, r in st.get("hosts", {}).items():
+        up = same_proc(r)
+        rows[n] = {"up": up, "pid": r.get("pid"), "ip": r.get("ip"), "role": r.get("role"),
+                   "systemd": is_running(r["pid"]) if up else "down", "ssh": port_open(r["ip"]) if up else False}
+    if a.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        log("lab is down")
+    else:
+        for n, r in rows.items():
+            log(f"{n:8} {r['role']:13} {r['ip']:12} pid {r['pid']!s:8} systemd={r['systemd']} ssh={'up' if r['ssh'] else 'down'}")
+    return 0 if rows and all(r["up"] for r in rows.values()) else 3
+
+
+def host_rec(name: str) -> dict:
+    st = load_state()
+    if name not in st.get("hosts", {}):
+        sys.exit(f"labctl: no host {name!r} in the running lab ({', '.join(st.get('hosts', {})) or 'lab is down'})")
+    return st["hosts"][name]
+
+
+def cmd_ssh(a) -> int:
+    r = host_rec(a.host)
+    cmd = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
+    argv = ["ssh", "-i", KEY, *SSH_OPTS, *(["-t"] if not cmd and sys.stdin.isatty() else []), f"root@{r['ip']}", *cmd]
+    os.execvp("ssh", argv)
+    return 0
+
+
+def cmd_exec(a) -> int:
+    r = host_rec(a.host)
+    cmd = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
+    os.execvp("nsenter", ["nsenter", "-t", str(r["pid"]), "-a", "--", *(cmd or ["/bin/bash", "-l"])])
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="labctl.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", default=None, help="lab config (YAML or JSON; default tests/lab/lab.yml)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    u = sub.add_parser("up")
+    u.add_argument("--gpu-model", action="append", help="sm120|sm100|sm90, or HOST=MODEL (repeatable)")
+    u.add_argument("--gpu-count", type=int, default=None)
+    u.add_argument("--timeout", type=float, default=90)
+    sub.add_parser("down")
+    s = sub.add_parser("status")
+    s.add_argument("--json", action="store_true")
+    for name in ("ssh", "exec"):
+        x = sub.add_parser(name)
+        x.add_argument("host")
+        x.add_argument("argv", nargs=argparse.REMAINDER)
+    a = ap.parse_args(argv)
+    return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "ssh": cmd_ssh, "exec": cmd_exec}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

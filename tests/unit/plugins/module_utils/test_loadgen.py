@@ -1,0 +1,128 @@
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import loadgen
+
+CASES = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), 'cases', 'loadgen.yml')))
+
+
+class Clock(object):
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class ScriptedResponse(object):
+    status = 200
+    will_close = False
+
+    def __init__(self, chunks, clock):
+        self.chunks = list(chunks)
+        self.clock = clock
+
+    def read1(self, n):
+        if not self.chunks:
+            return b''
+        t, data = self.chunks.pop(0)
+        self.clock.t = t
+        return data.encode('utf-8')
+
+    def read(self):
+        return b''
+
+
+class ScriptedConn(object):
+    def __init__(self, resp):
+        self.resp = resp
+        self.sent = None
+
+    def request(self, method, path, body, headers):
+        self.sent = (method, path, body, headers)
+
+    def getresponse(self):
+        return self.resp
+
+
+@pytest.mark.parametrize('case', CASES['streams'], ids=[c['name'] for c in CASES['streams']])
+def test_stream_one(case):
+    clock = Clock()
+    conn = ScriptedConn(ScriptedResponse(case['chunks'], clock))
+    r = loadgen.Result()
+    loadgen.stream_one(conn, '/generate', b'{}', {}, r, clock=clock)
+    exp = case['expect']
+    assert r.ok is exp['ok'], r.error
+    if 'ttft' in exp:
+        assert r.ttft == pytest.approx(exp['ttft'])
+    if 'itl' in exp:
+        assert r.itl == pytest.approx(exp['itl'])
+    if 'output_len' in exp:
+        assert r.output_len == exp['output_len']
+    if 'prompt_len' in exp:
+        assert r.prompt_len == exp['prompt_len']
+    if 'latency' in exp:
+        assert r.latency == pytest.approx(exp['latency'])
+    if 'error' in exp:
+        assert exp['error'] in r.error
+
+
+@pytest.mark.parametrize('case', CASES['percentiles'])
+def test_percentile(case):
+    assert loadgen.percentile(case['values'], case['pct']) == pytest.approx(case['result'])
+
+
+def test_http_error_status():
+    class R(ScriptedResponse):
+        status = 503
+
+        def read(self):
+            return b'starting'
+    r = loadgen.Result()
+    loadgen.stream_one(ScriptedConn(R([], Clock())), '/generate', b'{}', {}, r, clock=Clock())
+    assert not r.ok and r.error.startswith('HTTP 503')
+
+
+def test_summarize_names_and_values():
+    results = []
+    for i in range(4):
+        r = loadgen.Result()
+        r.ok = True
+        r.ttft = 0.1 * (i + 1)
+        r.itl = [0.02, 0.04]
+        r.latency = 1.0
+        r.prompt_len = 100
+        r.output_len = 3
+        results.append(r)
+    bad = loadgen.Result()
+    bad.error = 'HTTP 500: x'
+    fig = loadgen.summarize(results + [bad], 2.0, 4)
+    assert fig['completed'] == 4 and fig['failed'] == 1
+    assert fig['request_throughput'] == 2.0
+    assert fig['input_throughput'] == 200.0 and fig['output_throughput'] == 6.0 and fig['total_throughput'] == 206.0
+    assert fig['mean_ttft_ms'] == 250.0 and fig['median_ttft_ms'] == 250.0
+    assert fig['mean_itl_ms'] == 30.0 and fig['mean_e2e_latency_ms'] == 1000.0
+    assert fig['errors'] == ['HTTP 500: x']
+    for key in ('completed', 'duration_s', 'request_throughput', 'input_throughput', 'output_throughput',
+                'total_throughput', 'mean_ttft_ms', 'median_ttft_ms', 'p99_ttft_ms', 'mean_itl_ms',
+                'median_itl_ms', 'p99_itl_ms', 'mean_e2e_latency_ms'):
+        assert key in fig and key in loadgen.LABELS
+    assert loadgen.LABELS['completed'] == 'Successful requests'
+    assert 'Output token throughput (tok/s):' in loadgen.format_table(fig)
+
+
+def test_make_prompts_exact_lengths():
+    bodies = [json.loads(b) for b in loadgen.make_prompts(3, 17, 5, seed=1)]
+    assert all(len(b['input_ids']) == 17 for b in bodies)
+    assert all(b['sampling_params'] == {'temperature': 0, 'max_new_tokens': 5, 'ignore_eos': True} for b in bodies)
+    assert bodies[0]['stream'] is True
+    text = json.loads(loadgen.make_prompts(1, 10, 5, mode='text')[0])
+    assert len(text['text'].split()) == 10

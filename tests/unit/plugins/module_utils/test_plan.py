@@ -1,0 +1,88 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import arch_matrix
+from ansible_collections.llmserve.sglang.plugins.module_utils import plan
+
+HERE = os.path.dirname(__file__)
+with open(os.path.join(HERE, 'cases', 'plan.yml')) as _f:
+    CASES = yaml.safe_load(_f)
+
+
+def arch_check(field, value, arch):
+    result = arch_matrix.classify(dict(plan.BACKEND_FLAGS)[field], value, arch)
+    verdict = result['verdict']
+    return ('ok' if verdict in ('ok', 'warn') else verdict), result['reason']
+
+
+def flag_checker(unknown):
+    def check(args):
+        return ['unknown flag %s' % a for a in args if a in unknown]
+    return check
+
+
+@pytest.mark.parametrize('case', CASES['normalize_errors'], ids=[c['name'] for c in CASES['normalize_errors']])
+def test_normalize_errors(case):
+    with pytest.raises(plan.PlanError, match=case['error']):
+        plan.normalize_candidates(case['candidates'], CASES['known_good'])
+
+
+@pytest.mark.parametrize('case', CASES['normalize_ok'], ids=[c['name'] for c in CASES['normalize_ok']])
+def test_normalize_ok(case):
+    got = plan.normalize_candidates(case['candidates'], CASES['known_good'])
+    assert [c['name'] for c in got] == case['want_names']
+    assert [c['name'] for c in got if c['known_good']] == ['known-good']
+
+
+@pytest.mark.parametrize('case', CASES['build_plan'], ids=[c['name'] for c in CASES['build_plan']])
+def test_build_plan(case):
+    gpu = case.get('gpu', CASES['gpu'])
+    cands = plan.normalize_candidates(case['candidates'], CASES['known_good'])
+    record = {'entries': []}
+    for name in case.get('record_failed', []):
+        cand = [c for c in cands if c['name'] == name][0]
+        record['entries'].append({'fingerprint': plan.gpu_fingerprint(gpu),
+                                  'sglang_version': case.get('record_version', '0.5.23'),
+                                  'config_key': plan.config_key(cand, {}), 'outcome': 'failed',
+                                  'reason': 'crashed', 'evidence': 'boom', 'time': 'then'})
+    got = plan.build_plan(cands, {}, gpu, '0.5.23', record, arch_check, flag_checker(case.get('unknown_flags', [])))
+    assert [{'name': e['name'], 'outcome': e['outcome'], 'reason': e['reason']} for e in got] == case['want']
+    for e in got:
+        if e['outcome'] == 'skipped':
+            assert e['evidence'], 'a skip must say why'
+
+
+def test_config_key_ignores_name_and_force_but_not_config():
+    a = {'name': 'a', 'moe_runner_backend': 'x', 'extra_args': [], 'env': {}, 'force': False}
+    b = dict(a, name='b', force=True)
+    c = dict(a, moe_runner_backend='y')
+    assert plan.config_key(a) == plan.config_key(b)
+    assert plan.config_key(a) != plan.config_key(c)
+    assert plan.config_key(a, {'tp_size': 8}) != plan.config_key(a, {'tp_size': 4})
+
+
+def test_merge_record_appends_bounds_and_keeps_selected():
+    gpu = CASES['gpu']
+    fp = plan.gpu_fingerprint(gpu)
+    results = [{'name': 'a', 'config_key': 'k1', 'outcome': 'failed', 'reason': 'crashed'},
+               {'name': 'b', 'config_key': 'k2', 'outcome': 'skipped', 'reason': 'arch_unsupported'},
+               {'name': 'c', 'config_key': 'k3', 'outcome': 'ready'}]
+    rec = plan.merge_record({}, fp, gpu, '0.5.23', results, {'name': 'c', 'config_key': 'k3'}, 't1')
+    assert [e['name'] for e in rec['entries']] == ['a', 'c']
+    assert rec['selected']['config_key'] == 'k3' and rec['selected']['time'] == 't1'
+    # same selection again, reused result: nothing new (idempotent)
+    again = plan.merge_record(rec, fp, gpu, '0.5.23', [dict(results[2], reused=True)],
+                              {'name': 'c', 'config_key': 'k3'}, 't2')
+    assert again == rec
+    big = {'entries': [{'name': str(i)} for i in range(plan.RECORD_MAX_ENTRIES + 10)]}
+    assert len(plan.merge_record(big, fp, gpu, '0.5.23', results, None, 't')['entries']) == plan.RECORD_MAX_ENTRIES
+    assert plan.find_record_failure(rec, fp, '0.5.23', 'k1')['reason'] == 'crashed'
+    assert plan.find_record_failure(rec, fp, '0.5.23', 'k3') is None

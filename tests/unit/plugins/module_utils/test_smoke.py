@@ -1,0 +1,57 @@
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
+
+CASES = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), 'cases', 'smoke.yml'), encoding='utf-8'))
+
+
+@pytest.mark.parametrize('case', CASES['texts'], ids=[repr(c['text'])[:40] for c in CASES['texts']])
+def test_garbage_reason(case):
+    reason, detail = smoke.garbage_reason(case['text'])
+    assert reason == case['reason'], detail
+
+
+@pytest.mark.parametrize('case', CASES['expect'], ids=[repr(c['text'])[:30] for c in CASES['expect']])
+def test_expect_match(case):
+    assert smoke.expect_match(case['text'], case['any']) is case['matched']
+
+
+@pytest.mark.parametrize('case', CASES['responses'], ids=[c['name'] for c in CASES['responses']])
+def test_check_response(case):
+    p = smoke.normalize_prompt(case['prompt'])
+    res = smoke.check_response(p, case['status'], case['body'], seconds=0.1, error=case.get('error'))
+    assert res['reason'] == case['reason'], res
+    assert res['ok'] is (case['reason'] is None)
+
+
+def test_default_prompts_build():
+    for i, spec in enumerate(smoke.DEFAULT_PROMPTS):
+        p = smoke.normalize_prompt(spec, i)
+        path, body = smoke.build_request(p, model='m')
+        assert path == p['endpoint']
+        assert body.get('temperature', body.get('sampling_params', {}).get('temperature')) == 0
+        if path == '/v1/chat/completions':
+            assert body['model'] == 'm' and body['messages']
+        else:
+            assert body['text'] and body['sampling_params']['max_new_tokens'] == p['max_tokens']
+
+
+def test_normalize_drops_none_and_needs_text():
+    p = smoke.normalize_prompt({'prompt': 'x', 'endpoint': None, 'name': None, 'expect_any': 'Paris'})
+    assert p['endpoint'] == '/generate' and p['name'] == 'prompt0' and p['expect_any'] == ['Paris']
+    with pytest.raises(ValueError):
+        smoke.normalize_prompt({'name': 'empty'})
+
+
+def test_overall_priority():
+    checks = [{'ok': False, 'reason': 'wrong_answer'}, {'ok': False, 'reason': 'garbage'}, {'ok': True, 'reason': None}]
+    assert smoke.overall(checks) == (False, 'garbage')
+    assert smoke.overall([{'ok': True, 'reason': None}]) == (True, None)

@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+from collections import OrderedDict
+
+import pytest
+import yaml
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import trial
+
+HERE = os.path.dirname(__file__)
+with open(os.path.join(HERE, 'cases', 'trial.yml')) as _f:
+    CASES = yaml.safe_load(_f)
+
+
+@pytest.mark.parametrize('case', CASES['outcome'], ids=[c['name'] for c in CASES['outcome']])
+def test_outcome(case):
+    got = trial.outcome(case['await'], case.get('smoke'), 12.345)
+    for key, value in case['want'].items():
+        assert got[key] == value, key
+    assert got['seconds'] == 12.35
+
+
+@pytest.mark.parametrize('case', CASES['select'], ids=[c['name'] for c in CASES['select']])
+def test_select(case):
+    by_name = OrderedDict((r['name'], r) for r in case['results'])
+    assert trial.select(by_name, case['selection']) == case['want']
+
+
+def test_init_results_keeps_plan_order_and_skip_reasons():
+    plan = [{'name': 'x', 'outcome': 'skipped', 'reason': 'arch_unsupported', 'evidence': 'sm100 only', 'args': []},
+            {'name': 'y', 'outcome': 'planned', 'reason': None, 'args': ['--a', 'b'], 'known_good': True}]
+    got = trial.init_results(plan)
+    assert list(got) == ['x', 'y']
+    assert got['x']['reason'] == 'arch_unsupported' and got['x']['evidence'] == 'sm100 only'
+    assert got['y']['outcome'] == 'skipped' and got['y']['reason'] == 'not_needed' and got['y']['known_good']
+
+
+def test_parse_systemctl_show():
+    got = trial.parse_systemctl_show('LoadState=loaded\nActiveState=active\nFragmentPath=/etc/systemd/system/sglang.service\n')
+    assert got == {'LoadState': 'loaded', 'ActiveState': 'active', 'FragmentPath': '/etc/systemd/system/sglang.service'}

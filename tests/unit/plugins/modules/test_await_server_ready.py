@@ -1,0 +1,239 @@
+# -*- coding: utf-8 -*-
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import io
+import json
+import os
+import time
+
+import pytest
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible_collections.llmserve.sglang.plugins.modules import await_server_ready as mod
+
+HU = 'ansible_collections.llmserve.sglang.plugins.module_utils.http.open_url'
+READY = '[2026-05-01 12:00:55] The server is fired up and ready to roll!'
+CRASH = '''[2026-05-01 12:00:30 TP0] Load weight end. elapsed=25.1 s
+[2026-05-01 12:01:00 TP3] Scheduler hit an exception: Traceback (most recent call last):
+  File "/x/flashinfer/fused_moe/core.py", line 2120, in trtllm_fp4_block_scale_moe
+    return op(
+RuntimeError: trtllm_fp4_block_scale_moe requires 10.x architecture (got sm120)
+[2026-05-01 12:01:00] Received sigquit from a child process. It usually means the child failed.
+'''
+
+
+class Resp(object):
+    status = 200
+    headers = {}
+
+    def read(self):
+        return b''
+
+    def getcode(self):
+        return 200
+
+
+def ok_open(url, **kw):
+    ok_open.calls.append((url, kw))
+    return Resp()
+
+
+def unhealthy_open(url, **kw):
+    raise HTTPError(url, 503, 'Service Unavailable', {}, io.BytesIO(b''))
+
+
+def refused_open(url, **kw):
+    raise URLError(ConnectionRefusedError(111, 'Connection refused'))
+
+
+def write(path, text, age=0):
+    with open(path, 'w') as f:
+        f.write(text)
+    if age:
+        t = time.time() - age
+        os.utime(path, (t, t))
+
+
+@pytest.fixture(autouse=True)
+def bins(mocker):
+    mocker.patch.object(AnsibleModule, 'get_bin_path', side_effect=lambda name, *a, **k: '/usr/bin/' + name)
+
+
+def test_ready_from_log_file(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), 'Load weight begin\n' + READY + '\n')
+    ok_open.calls = []
+    mocker.patch(HU, side_effect=ok_open)
+    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid(), 'port': 31000, 'api_key': 'k3y', 'timeout': 20})
+    assert res['status'] == 'ready' and res['reason'] is None and res['changed'] is False
+    assert res['milestone'] == 'ready'
+    url, kw = ok_open.calls[0]
+    assert url == 'http://127.0.0.1:31000/health_generate'
+    assert kw['headers']['Authorization'] == 'Bearer k3y'
+    assert 'k3y' not in json.dumps(res)
+
+
+def test_crash_line_with_live_process(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), CRASH)
+    mocker.patch(HU, side_effect=refused_open)
+    t0 = time.time()
+    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid(), 'timeout': 20})
+    assert res['status'] == 'crashed' and res['reason'] == 'crashed'
+    assert 'requires 10.x architecture' in res['evidence'][0]
+    assert any('Scheduler hit an exception' in e for e in res['evidence'])
+    assert res['log_tail'][-1].startswith('[2026-05-01 12:01:00] Received sigquit')
+    assert time.time() - t0 < 10   # bounded (no timing assertion beyond "it returned")
+
+
+def test_killed_unit_with_empty_journal(run_module, mocker):
+    show = ('MainPID=0\nExecMainPID=4242\nActiveState=failed\nSubState=failed\nResult=signal\n'
+            'ExecMainStatus=9\nExecMainCode=2\nInvocationID=abc123\nExecMainStartTimestampMonotonic=1\n')
+    calls = []
+
+    def run_command(self, argv, **kw):
+        calls.append(argv)
+        if argv[0].endswith('systemctl'):
+            return 0, show, ''
+        return 0, '', ''
+    mocker.patch.object(AnsibleModule, 'run_command', run_command)
+    mocker.patch(HU, side_effect=refused_open)
+    res = run_module(mod, {'service_name': 'sglang-trial', 'journal_mode': 'poll', 'timeout': 1e9})
+    assert res['status'] == 'killed' and res['signal'] == 9 and res['signal_name'] == 'KILL'
+    assert res['log_said_anything'] is False
+    assert 'the log is empty' in res['evidence'][0]
+    assert res['unit']['Result'] == 'signal'
+    jc = [a for a in calls if a[0].endswith('journalctl')]
+    assert jc and '_SYSTEMD_INVOCATION_ID=abc123' in jc[0]
+    assert calls[0][:3] == ['/usr/bin/systemctl', 'show', '-p']
+    assert calls[0][-1] == 'sglang-trial.service'
+
+
+def test_oom_from_journal(run_module, mocker):
+    show = ('MainPID=0\nActiveState=failed\nSubState=failed\nResult=signal\nExecMainStatus=9\nExecMainCode=2\n'
+            'InvocationID=inv1\n')
+    entries = [
+        {'MESSAGE': '[2026-05-01 12:00:00 TP0] Load weight begin', '__CURSOR': 'c1', '__REALTIME_TIMESTAMP': '1'},
+        {'MESSAGE': 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB', '__CURSOR': 'c2',
+         '__REALTIME_TIMESTAMP': '2'},
+    ]
+    seen = {'n': 0}
+
+    def run_command(self, argv, **kw):
+        if argv[0].endswith('systemctl'):
+            return 0, show, ''
+        seen['n'] += 1
+        if '--after-cursor' in argv:
+            return 0, '', ''
+        return 0, '\n'.join(json.dumps(e) for e in entries) + '\n', ''
+    mocker.patch.object(AnsibleModule, 'run_command', run_command)
+    mocker.patch(HU, side_effect=refused_open)
+    res = run_module(mod, {'service_name': 'sglang-trial.service', 'journal_mode': 'poll'})
+    assert res['status'] == 'oom' and res['signal'] == 9
+    assert 'CUDA out of memory' in res['evidence'][0]
+    assert res['cursor'] == 'c2' and res['milestone'] == 'load_begin'
+
+
+def test_systemd_oom_kill_result(run_module, mocker):
+    show = 'MainPID=0\nActiveState=failed\nResult=oom-kill\nExecMainStatus=9\nExecMainCode=2\nInvocationID=i\n'
+    mocker.patch.object(AnsibleModule, 'run_command',
+                        lambda self, argv, **kw: (0, show, '') if argv[0].endswith('systemctl') else (0, '', ''))
+    mocker.patch(HU, side_effect=refused_open)
+    res = run_module(mod, {'service_name': 'x', 'journal_mode': 'poll'})
+    assert res['status'] == 'oom'
+
+
+def test_hang(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), '[2026-05-01 12:00:00 TP0] Load weight begin\n', age=30)
+    mocker.patch(HU, side_effect=refused_open)
+    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid(), 'hang_timeout': 5, 'timeout': 1000})
+    assert res['status'] == 'hang' and res['milestone'] == 'load_begin'
+    assert res['evidence'][0].startswith('no new log line for 5')
+
+
+def test_step_returns_loading_then_continues(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), 'Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01]\n')
+    mocker.patch(HU, side_effect=refused_open)
+    args = {'log_path': str(log), 'pid': os.getpid(), 'step': 0.3, 'timeout': 1000, 'start_time': time.time() - 42}
+    res = run_module(mod, args)
+    assert res['status'] == 'loading' and res['reason'] is None
+    assert res['milestone'] == 'loading_shards' and res['milestone_detail'] == '50% (1/2)'
+    assert 42 <= res['elapsed'] < 60 and res['seconds'] < 5
+    with open(str(log), 'a') as f:
+        f.write(READY + '\n')
+    ok_open.calls = []
+    mocker.patch(HU, side_effect=ok_open)
+    args['cursor'] = res['cursor']
+    res2 = run_module(mod, args)
+    assert res2['status'] == 'ready'
+    assert int(res2['cursor'].split(':')[1]) > int(res['cursor'].split(':')[1])
+
+
+def test_timeout(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), 'Load weight begin\n')
+    mocker.patch(HU, side_effect=refused_open)
+    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid(), 'timeout': 50, 'start_time': time.time() - 100})
+    assert res['status'] == 'timeout' and 'not ready after 50' in res['evidence'][0]
+
+
+def test_unhealthy(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), READY + '\n')
+    mocker.patch(HU, side_effect=unhealthy_open)
+    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid(), 'unhealthy_timeout': 0.5})
+    assert res['status'] == 'unhealthy' and res['health_status'] == 503
+    assert '/health_generate answered 503' in res['evidence'][0]
+
+
+def test_dead_pid_without_log(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), '')
+    mocker.patch(HU, side_effect=refused_open)
+    res = run_module(mod, {'log_path': str(log), 'pid': 2 ** 22 + 12345})
+    assert res['status'] in ('crashed', 'killed') and res['log_said_anything'] is False
+
+
+def test_check_mode_inspects_once(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), 'Load weight begin\n')
+    mocker.patch(HU, side_effect=refused_open)
+    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid(), '_ansible_check_mode': True})
+    assert res['status'] == 'loading' and res['changed'] is False and res['seconds'] < 5
+
+
+def test_bad_pattern_fails(tmp_path, run_module):
+    res = run_module(mod, {'log_path': str(tmp_path / 'x'), 'fatal_patterns': ['(unclosed']})
+    assert res['failed'] and 'invalid pattern' in res['msg']
+
+
+def test_needs_service_or_log(run_module):
+    res = run_module(mod, {'pid': 1})
+    assert res['failed']
+
+
+@pytest.mark.parametrize('props,dead', [
+    ('ActiveState=active\nSubState=running\nMainPID=0\nInvocationID=a\n', True),
+    ('ActiveState=activating\nSubState=auto-restart\nMainPID=0\nInvocationID=a\n', True),
+    ('ActiveState=failed\nMainPID=0\nInvocationID=a\n', True),
+    ('ActiveState=active\nSubState=running\nMainPID=1\nInvocationID=b\n', True),
+    ('ActiveState=active\nSubState=running\nMainPID=1\nInvocationID=a\n', False),
+])
+def test_unit_dead(props, dead):
+    class M(object):
+        def run_command(self, argv):
+            return 0, self.out, ''
+
+        def fail_json(self, **kw):
+            raise AssertionError(kw)
+    m = M()
+    m.out = 'ActiveState=active\nMainPID=1\nInvocationID=a\n'
+    w = mod.UnitWatch(m, 'u.service', 'systemctl')
+    m.out = props
+    w.last_show = 0
+    assert w.dead(time.time()) is dead
