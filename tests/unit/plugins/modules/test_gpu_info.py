@@ -9,7 +9,7 @@ import os
 
 from ansible_collections.llmserve.sglang.plugins.modules import gpu_info
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
-from ansible_collections.llmserve.sglang.tests.unit.plugins.modules.utils import run_module
+from ansible_collections.llmserve.sglang.tests.unit.plugins.modules.utils import run_mocked
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'data')
 with open(os.path.join(DATA, 'nvidia-smi-h200', 'nvidia-smi-busy.txt')) as _h:
@@ -41,7 +41,7 @@ def nvidia_smi(apps_pid=None, fail=None):
 
 
 def test_facts_in_three_nvidia_smi_calls(monkeypatch):
-    result, failed, calls = run_module(gpu_info.main, {'sglang_python': '/root/ml-env/bin/python3'}, monkeypatch,
+    result, failed, calls = run_mocked(gpu_info.main, {'sglang_python': '/root/ml-env/bin/python3'}, monkeypatch,
                                        nvidia_smi(apps_pid=os.getpid()))
     assert not failed, result
     assert result['changed'] is False
@@ -59,27 +59,27 @@ def test_facts_in_three_nvidia_smi_calls(monkeypatch):
 
 
 def test_without_sglang_python(monkeypatch):
-    result, failed, calls = run_module(gpu_info.main, {}, monkeypatch, nvidia_smi())
+    result, failed, calls = run_mocked(gpu_info.main, {}, monkeypatch, nvidia_smi())
     assert not failed and result['sglang']['installed'] is None and result['processes'] == []
 
 
 def test_check_mode_reads_the_same(monkeypatch):
-    result, failed, calls = run_module(gpu_info.main, {'_ansible_check_mode': True}, monkeypatch, nvidia_smi())
+    result, failed, calls = run_mocked(gpu_info.main, {'_ansible_check_mode': True}, monkeypatch, nvidia_smi())
     assert not failed and result['gpu_count'] == 1
 
 
 def test_missing_nvidia_smi_names_the_option(monkeypatch):
-    result, failed, calls = run_module(gpu_info.main, {}, monkeypatch, nvidia_smi(), bin_paths={'nvidia-smi': None})
+    result, failed, calls = run_mocked(gpu_info.main, {}, monkeypatch, nvidia_smi(), bin_paths={'nvidia-smi': None})
     assert failed and result['msg'].startswith('nvidia_smi: ') and 'full path' in result['msg']
     assert calls == []
 
 
 def test_nvidia_smi_error_carries_stderr(monkeypatch):
     fail = (9, '', 'NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver.\n')
-    result, failed, calls = run_module(gpu_info.main, {}, monkeypatch, nvidia_smi(fail=fail))
+    result, failed, calls = run_mocked(gpu_info.main, {}, monkeypatch, nvidia_smi(fail=fail))
     assert failed and 'rc=9' in result['msg'] and "couldn't communicate" in result['msg']
 
 
 def test_proxmox_never(monkeypatch):
-    result, failed, calls = run_module(gpu_info.main, {'proxmox': 'never'}, monkeypatch, nvidia_smi(apps_pid=1))
+    result, failed, calls = run_mocked(gpu_info.main, {'proxmox': 'never'}, monkeypatch, nvidia_smi(apps_pid=1))
     assert not failed and result['proxmox_node'] is False and result['processes'][0]['vmid'] is None

@@ -56,7 +56,7 @@ def set_module_args(args):
         basic._ANSIBLE_ARGS = old
 
 
-def run_module(main, args, monkeypatch, run_command, bin_paths=None):
+def run_mocked(main, args, monkeypatch, run_command, bin_paths=None):
     """Run main() with args; run_command(argv) -> (rc, out, err). -> (result, failed, calls)."""
     calls = []
     bin_paths = bin_paths if bin_paths is not None else {}

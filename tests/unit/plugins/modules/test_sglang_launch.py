@@ -1,0 +1,210 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import stat
+
+import pytest
+
+from ansible_collections.llmserve.sglang.plugins.modules import sglang_launch
+from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
+from ansible_collections.llmserve.sglang.plugins.module_utils import systemd_unit
+from ansible_collections.llmserve.sglang.tests.unit.plugins.modules.utils import run_mocked
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'data')
+with open(os.path.join(DATA, 'sglang', 'server-args-0.5.23.json')) as _h:
+    DUMP = json.load(_h)
+KEY = 'sk-very-secret'
+
+
+class FakeSystemd(object):
+    """systemctl as a tiny state machine: is-active/is-enabled answer from state; actions change it."""
+
+    def __init__(self, active=False, enabled=False):
+        self.active = active
+        self.enabled = enabled
+        self.actions = []
+
+    def __call__(self, argv):
+        if argv[0] != '/usr/bin/systemctl':
+            if argv[1:2] == ['-c'] and argv[2] == sglang_flags.INTROSPECT_SNIPPET:
+                payload = {'installed': True, 'version': '0.5.23', 'options': DUMP['options']}
+                return 0, sglang_flags.MARKER + json.dumps(payload) + '\n', ''
+            raise AssertionError('unexpected %r' % argv)
+        verb = argv[1]
+        if verb == 'is-active':
+            return (0, 'active\n', '') if self.active else (3, 'inactive\n', '')
+        if verb == 'is-enabled':
+            return (0, 'enabled\n', '') if self.enabled else (1, 'disabled\n', '')
+        self.actions.append(verb)
+        if verb in ('start', 'restart'):
+            self.active = True
+        elif verb == 'stop':
+            self.active = False
+        elif verb == 'enable':
+            self.enabled = True
+        elif verb == 'disable':
+            self.enabled = False
+        return 0, '', ''
+
+
+@pytest.fixture
+def base(tmp_path):
+    return {
+        'service_name': 'sglang-trial',
+        'python': '/root/ml-env/bin/python3',
+        'model_path': '/models/Qwen 3.5 "NVFP4" $v 100%',
+        'served_model_name': 'qwen3.5',
+        'tp_size': 8,
+        'quantization': 'modelopt_fp4',
+        'moe_runner_backend': 'flashinfer_cutlass',
+        'fp4_gemm_backend': 'flashinfer_cudnn',
+        'host': '0.0.0.0',
+        'port': 30000,
+        'api_key': KEY,
+        'env': {'NCCL_P2P_LEVEL': 'SYS'},
+        'extra_args': ['--trust-remote-code'],
+        'gpu_arch': 'sm120',
+        'gpu_count': 8,
+        'sglang_options': DUMP['options'],
+        'sglang_version': '0.5.23',
+        'unit_dir': str(tmp_path / 'units'),
+        'env_dir': str(tmp_path / 'etc'),
+        'state': 'started',
+    }
+
+
+def run(args, monkeypatch, systemd):
+    return run_mocked(sglang_launch.main, args, monkeypatch, systemd)
+
+
+def test_first_run_writes_and_starts_then_idempotent(base, monkeypatch, tmp_path):
+    systemd = FakeSystemd()
+    result, failed, calls = run(base, monkeypatch, systemd)
+    assert not failed, result
+    assert result['changed'] and result['unit_changed'] and result['env_changed']
+    assert systemd.actions == ['daemon-reload', 'start']
+    unit = open(result['unit_path']).read()
+    env = open(result['env_path']).read()
+    assert stat.S_IMODE(os.stat(result['env_path']).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(result['unit_path']).st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(os.path.dirname(result['env_path'])).st_mode) == 0o700
+    assert KEY not in unit and KEY in env and KEY not in json.dumps(result)
+    assert '--api-key ${SGLANG_API_KEY}' in unit and 'KillMode=mixed' in unit and 'Restart=no' in unit
+    assert '--tp-size 8' in result['exec_start']
+    assert result['argv'][:3] == ['/root/ml-env/bin/python3', '-m', 'sglang.launch_server']
+    argv = systemd_unit.parse_exec_start(systemd_unit.read_unit_value(unit, 'ExecStart'),
+                                         systemd_unit.parse_env_file(env))
+    assert argv[argv.index('--model-path') + 1] == base['model_path']
+    assert argv[argv.index('--api-key') + 1] == KEY
+    assert result['backup_files'] == []
+
+    # the same again: nothing written, no daemon-reload, no restart
+    systemd.actions = []
+    result, failed, calls = run(base, monkeypatch, systemd)
+    assert not failed and not result['changed'] and systemd.actions == []
+
+    # a new backend: unit rewritten, backup kept, running service restarted
+    changed = dict(base, moe_runner_backend='triton')
+    result, failed, calls = run(changed, monkeypatch, systemd)
+    assert not failed and result['changed'] and result['unit_changed'] and not result['env_changed']
+    assert systemd.actions == ['daemon-reload', 'restart']
+    assert len(result['backup_files']) == 1 and os.path.basename(result['backup_files'][0]).startswith('sglang-trial.service.')
+    assert open(result['backup_files'][0]).read() == unit
+
+    # only the key changes: env rewritten, no daemon-reload, restart
+    systemd.actions = []
+    result, failed, calls = run(dict(changed, api_key='other'), monkeypatch, systemd)
+    assert result['env_changed'] and not result['unit_changed'] and systemd.actions == ['restart']
+
+
+def test_check_mode_and_diff_write_nothing(base, monkeypatch):
+    systemd = FakeSystemd()
+    args = dict(base, _ansible_check_mode=True, _ansible_diff=True)
+    result, failed, calls = run(args, monkeypatch, systemd)
+    assert not failed and result['changed']
+    assert not os.path.exists(result['unit_path']) and not os.path.exists(result['env_path'])
+    assert systemd.actions == [] and result['actions'] == ['daemon-reload', 'start']
+    unit_diff, env_diff = result['diff']
+    assert unit_diff['before'] == '' and 'ExecStart=' in unit_diff['after']
+    assert 'SGLANG_API_KEY="********"' in env_diff['after'] and KEY not in json.dumps(result)
+
+
+def test_validation_fails_before_any_change(base, monkeypatch):
+    systemd = FakeSystemd()
+    args = dict(base, moe_runner_backend='flashinfer_trtllm', extra_args=['--nsa-prefill-backend', 'x'],
+                served_model_name='a:b', tp_size=16, env={'BAD-NAME': '1'})
+    result, failed, calls = run(args, monkeypatch, systemd)
+    assert failed
+    msg = result['msg']
+    assert 'nothing changed' in msg
+    for want in ('did you mean --dsa-prefill-backend? (sglang 0.5.23)', 'moe_runner_backend: --moe-runner-backend '
+                 'flashinfer_trtllm on sm120', 'served_model_name:', 'tp_size: 16', 'env: variable name'):
+        assert want in msg, want
+    assert len(result['errors']) == 5
+    assert not os.path.exists(base['unit_dir']) and systemd.actions == []
+
+
+def test_force_turns_the_arch_error_into_a_warning(base, monkeypatch):
+    systemd = FakeSystemd()
+    result, failed, calls = run(dict(base, moe_runner_backend='flashinfer_trtllm', force=True), monkeypatch, systemd)
+    assert not failed and result['arch_findings'][0]['verdict'] == 'unsupported'
+    assert any('(forced)' in w for w in result.get('warnings', []))
+
+
+def test_api_key_in_extra_args_is_refused(base, monkeypatch):
+    result, failed, calls = run(dict(base, extra_args=['--api-key', KEY]), monkeypatch, FakeSystemd())
+    assert failed and 'use the api_key option' in result['msg'] and KEY not in result['msg']
+
+
+def test_introspects_when_no_table_given(base, monkeypatch):
+    args = dict(base)
+    del args['sglang_options']
+    del args['sglang_version']
+    result, failed, calls = run(dict(args, extra_args=['--tp', '8']), monkeypatch, FakeSystemd())
+    assert failed and 'did you mean --tp-size? (sglang 0.5.23)' in result['msg']
+    assert calls[0][1] == '-c'
+
+
+def test_restart_no_unquoted_and_restarted_state(base, monkeypatch):
+    systemd = FakeSystemd(active=True)
+    result, failed, calls = run(dict(base, restart=False, state='restarted', enabled=True), monkeypatch, systemd)
+    assert not failed and systemd.actions == ['daemon-reload', 'enable', 'restart']
+    assert 'Restart=no' in open(result['unit_path']).read()
+    result, failed, calls = run(dict(base, restart='sometimes'), monkeypatch, systemd)
+    assert failed and result['msg'].count('restart:') == 1
+
+
+def test_stopped_then_absent_with_backups(base, monkeypatch):
+    systemd = FakeSystemd()
+    result, failed, calls = run(base, monkeypatch, systemd)
+    systemd.enabled = True
+    result, failed, calls = run({'service_name': 'sglang-trial', 'state': 'stopped', 'unit_dir': base['unit_dir'],
+                                 'env_dir': base['env_dir']}, monkeypatch, systemd)
+    assert not failed and result['changed'] and systemd.actions[-1] == 'stop'
+    result, failed, calls = run({'service_name': 'sglang-trial', 'state': 'absent', 'unit_dir': base['unit_dir'],
+                                 'env_dir': base['env_dir']}, monkeypatch, systemd)
+    assert not failed and result['changed'] and systemd.actions[-2:] == ['disable', 'daemon-reload']
+    assert not os.path.exists(result['unit_path']) and not os.path.exists(result['env_path'])
+    assert len(result['backup_files']) == 2
+    result, failed, calls = run({'service_name': 'sglang-trial', 'state': 'absent', 'unit_dir': base['unit_dir'],
+                                 'env_dir': base['env_dir']}, monkeypatch, systemd)
+    assert not failed and not result['changed']
+
+
+def test_backups_are_pruned(base, monkeypatch):
+    systemd = FakeSystemd()
+    for port in range(30000, 30006):
+        result, failed, calls = run(dict(base, port=port, backup_keep=2), monkeypatch, systemd)
+        assert not failed
+    backups = sorted(os.listdir(os.path.join(base['env_dir'], 'backup')))
+    assert len([b for b in backups if b.startswith('sglang-trial.service.')]) == 2
+
+
+def test_bad_service_name(base, monkeypatch):
+    result, failed, calls = run(dict(base, service_name='sglang.service'), monkeypatch, FakeSystemd())
+    assert failed and result['msg'].startswith('sglang_launch: 1 problem') and 'service_name:' in result['msg']
