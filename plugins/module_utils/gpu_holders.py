@@ -36,51 +36,79 @@ def fuser_argv(paths, fuser='fuser'):
     return [fuser, '-v'] + list(paths)
 
 
-def parse_fuser(text):
-    """``fuser -v`` output (stderr and stdout together) -> [{device, user, pid, access, command}].
+_ACCESS_RE = re.compile(r'^[.cefFrmR]{2,6}$')
 
-    Format (psmisc)::
+
+def _fuser_row(tokens):
+    """Tokens after the device -> (user, pid or None, access, command) or None (kernel rows, noise)."""
+    if len(tokens) >= 3 and tokens[1].isdigit() and _ACCESS_RE.match(tokens[2]):
+        return tokens[0], int(tokens[1]), tokens[2], ' '.join(tokens[3:])
+    if len(tokens) >= 2 and _ACCESS_RE.match(tokens[1]):
+        return tokens[0], None, tokens[1], ' '.join(tokens[2:])
+    return None
+
+
+def parse_fuser(stdout, stderr=None):
+    """``fuser -v`` output -> [{device, user, pid, access, command}].
+
+    fuser writes the PIDs to stdout and everything else (file names, the table, ``Cannot stat`` noise)
+    to stderr; a terminal shows them merged, as in the capture::
 
                              USER        PID ACCESS COMMAND
         /dev/nvidia0:        root        419 F...m python3
-                             root        420 F...m python3
-        /dev/nvidiactl:      root        419 F...m python3
+        /dev/nvidia-uvm:
+                             root        419 F...m python3
 
-    ``kernel`` rows (mounts) and the header are skipped. Lines without ``-v`` (``/dev/nvidia0:   419m 420``)
-    are understood too.
+    Pass both streams (``stderr`` given): the rows of stderr are paired, in order, with the PIDs of
+    stdout. Pass one merged text (``stderr`` None): the PID is read from each row. ``kernel`` rows are
+    skipped. Without ``-v`` only the PIDs are known (device None).
     """
+    if stderr is None:
+        merged, pids = stdout or '', None
+    else:
+        merged, pids = stderr or '', [int(x) for x in re.findall(r'\d+', stdout or '')]
     rows = []
     device = None
-    for raw in (text or '').splitlines():
-        if not raw.strip():
-            continue
+    for raw in merged.splitlines():
         line = raw.rstrip()
+        if not line.strip() or line.startswith('Cannot stat') or 'Permission denied' in line:
+            continue
         stripped = line.strip()
         if stripped.split() == ['USER', 'PID', 'ACCESS', 'COMMAND']:
             continue
         rest = stripped
         if not line[0].isspace():
-            match = re.match(r'^(\S.*?):(\s+|$)(.*)$', line)
+            match = re.match(r'^(/\S*?):(?:\s+(.*))?$', line)
             if not match:
                 continue
             device = match.group(1)
-            rest = match.group(3).strip()
+            rest = (match.group(2) or '').strip()
             if not rest:
                 continue
-        parts = rest.split(None, 3)
-        if len(parts) >= 3 and parts[1].isdigit():
-            rows.append({'device': device, 'user': parts[0], 'pid': int(parts[1]), 'access': parts[2],
-                         'command': parts[3] if len(parts) > 3 else ''})
-        elif len(parts) >= 2 and parts[1] == 'kernel':
+        tokens = rest.split()
+        if len(tokens) > 1 and tokens[1] == 'kernel':
             continue
-        else:
-            # non-verbose: "419m 420c"
+        row = _fuser_row(tokens)
+        if row is not None:
+            rows.append({'device': device, 'user': row[0], 'pid': row[1], 'access': row[2], 'command': row[3]})
+        elif stderr is None:
+            # merged, non-verbose: "419m 420c"
             for token in rest.split():
                 digits = re.match(r'^(\d+)([a-zA-Z]*)$', token)
                 if digits:
                     rows.append({'device': device, 'user': None, 'pid': int(digits.group(1)),
                                  'access': digits.group(2), 'command': ''})
-    return rows
+    if pids is None:
+        return [r for r in rows if r['pid'] is not None]
+    unpaired = [r for r in rows if r['pid'] is None]
+    if rows and not unpaired:
+        return rows
+    if unpaired and len(unpaired) == len(pids) and len(unpaired) == len(rows):
+        for row, pid in zip(unpaired, pids):
+            row['pid'] = pid
+        return rows
+    # no -v table, or one that does not line up: the PIDs alone are certain
+    return [{'device': None, 'user': None, 'pid': pid, 'access': '', 'command': ''} for pid in pids]
 
 
 def vmid_from_cgroup(text):
@@ -243,10 +271,8 @@ def merge_holders(apps=None, fuser_rows=None, fd_scan=None, infos=None):
             rec['nspid'] = info.get('nspid') or []
         else:
             rec.update(state=None, vmid=None, cmdline=None, starttime=None, nspid=[])
-        for index in rec['gpus']:
-            device = '/dev/nvidia%d' % index
-            if device not in rec['devices']:
-                rec['devices'].append(device)
+        if not rec['devices']:
+            rec['devices'] = ['/dev/nvidia%d' % index for index in rec['gpus']]
         rec['devices'].sort()
         rec['gpus'].sort()
         out.append(rec)

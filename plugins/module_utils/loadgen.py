@@ -27,6 +27,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import math
 import random
 import ssl
 import threading
@@ -116,13 +117,13 @@ def make_prompts(num, input_len, output_len, seed=0, mode='ids', ignore_eos=True
     or random words (``mode='text'``, about one token per word)."""
     rnd = random.Random(seed)
     out = []
-    for _ in range(num):
+    for dummy in range(num):
         body = {'sampling_params': {'temperature': 0, 'max_new_tokens': int(output_len), 'ignore_eos': bool(ignore_eos)},
                 'stream': True}
         if mode == 'ids':
-            body['input_ids'] = [rnd.randint(1000, 30000) for _ in range(int(input_len))]
+            body['input_ids'] = [rnd.randint(1000, 30000) for dummy in range(int(input_len))]
         else:
-            body['text'] = ' '.join(rnd.choice(WORDS) for _ in range(int(input_len)))
+            body['text'] = ' '.join(rnd.choice(WORDS) for dummy in range(int(input_len)))
         if extra:
             body.update(extra)
         out.append(json.dumps(body).encode('utf-8'))
@@ -236,7 +237,7 @@ def run_level(host, port, concurrency, num_prompts, input_len=1024, output_len=2
             stream_one(conn, path, bodies[num_prompts + i], headers, Result())
         conn.close()
 
-    results = [Result() for _ in range(num_prompts)]
+    results = [Result() for dummy in range(num_prompts)]
     lock = threading.Lock()
     state = {'next': 0}
     deadline = time.perf_counter() + timeout
@@ -312,7 +313,7 @@ def summarize(results, duration, concurrency=None):
     }
     for k, v in list(fig.items()):
         if isinstance(v, float):
-            fig[k] = round(v, 3) if v == v else None
+            fig[k] = None if math.isnan(v) else round(v, 3)
     return fig
 
 

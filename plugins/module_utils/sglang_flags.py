@@ -510,3 +510,24 @@ def read_installed(run, python):
         result['error'] = '%s; `%s` failed too (rc=%s): %s' % (
             data.get('error'), ' '.join(help_argv(python)), rc, ' | '.join((err or '').strip().splitlines()[-3:]))
     return result
+
+
+def error_kinds(errors):
+    """Report reasons for validation errors (the report's vocabulary), in order, without repeats.
+
+    ``unknown_flag`` (a flag the installed SGLang does not accept), ``unknown_choice`` (a value not among its
+    choices), ``arch_unsupported`` (the arch matrix), ``invalid_input`` (everything else).
+    """
+    kinds = []
+    for error in errors:
+        if 'unknown flag' in error or 'does not accept' in error:
+            kind = 'unknown_flag'
+        elif 'is not a choice of' in error:
+            kind = 'unknown_choice'
+        elif ' on sm' in error and 'set force=true' in error:
+            kind = 'arch_unsupported'
+        else:
+            kind = 'invalid_input'
+        if kind not in kinds:
+            kinds.append(kind)
+    return kinds

@@ -251,7 +251,7 @@ class LogState(object):
         """Evidence lines, most telling first: telling line, final exception line, fatal marker(s)."""
         out = []
         for line in [self.telling_line(), self.last_exception, self.fatal_line] + list(self.fatal_lines):
-            if line and line.strip() not in [o for o in out]:
+            if line and line.strip() not in out:
                 out.append(line.strip())
         return out[:limit]
 

@@ -21,7 +21,7 @@ description:
     accepts (C(ServerArgs.add_cli_args)), falling back to parsing C(python -m sglang.launch_server --help).
   - Changes nothing.
 author:
-  - llmserve.sglang contributors
+  - llmserve maintainers (@llmserve)
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
@@ -92,7 +92,7 @@ gpus:
     uuid: {description: GPU UUID., type: str, sample: GPU-a4fbce9b-25f7-f038-11e1-b07ee93c4d63}
     bus_id: {description: PCI bus id., type: str, sample: "00000000:00:06.0"}
     compute_cap: {description: Compute capability., type: str, sample: "9.0"}
-    arch: {description: Arch family (sm90 Hopper, sm100 datacenter Blackwell, sm120 workstation Blackwell)., type: str, sample: sm90}
+    arch: {description: "Arch family: sm90 Hopper, sm100 datacenter Blackwell, sm120 workstation Blackwell.", type: str, sample: sm90}
     driver_version: {description: Driver version., type: str, sample: 580.159.04}
     memory_used_mib: {description: Memory in use (MiB)., type: int, sample: 21265}
     memory_total_mib: {description: Memory size (MiB)., type: int, sample: 143771}

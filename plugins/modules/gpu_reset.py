@@ -22,7 +22,7 @@ description:
     then waits until every GPU's used memory is under O(memory_threshold_mib) (polling C(nvidia-smi) every 100 ms).
   - Everything is bounded by O(timeout); past it the module fails and says what is still held and by whom.
 author:
-  - llmserve.sglang contributors
+  - llmserve maintainers (@llmserve)
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
@@ -40,7 +40,7 @@ options:
   vmid:
     description:
       - Run on a Proxmox VE node and clean up only the processes of this container.
-      - When not set, only processes of the host the module runs on are touched (inside a container: the container's own).
+      - When not set, only processes of the host the module runs on are touched (inside a container, the container's own).
     type: int
   protected_pids:
     description: PIDs never to signal.
@@ -120,12 +120,12 @@ holders:
   contains:
     pid: {description: PID (as seen where the module runs)., type: int}
     name: {description: Process name., type: str}
-    sources: {description: Where it was found (nvidia-smi, fuser, proc)., type: list, elements: str}
+    sources: {description: "Where it was found: nvidia-smi, fuser or proc.", type: list, elements: str}
     devices: {description: Device nodes it holds., type: list, elements: str}
     gpus: {description: GPU indices (from nvidia-smi)., type: list, elements: int}
     used_mib: {description: GPU memory it holds per nvidia-smi (MiB)., type: int}
     vmid: {description: Proxmox container it belongs to; null for the node's own., type: int}
-    state: {description: Process state letter (R, S, D, Z...)., type: str}
+    state: {description: "Process state letter (R, S, D, Z and so on).", type: str}
     cmdline: {description: Its command line., type: str}
 killed:
   description: Processes that ended, with the signal that ended them.
@@ -218,7 +218,7 @@ class Reset(object):
         if fuser and paths:
             rc, out, err = self.module.run_command(gpu_holders.fuser_argv(paths, fuser))
             if rc in (0, 1):
-                fuser_rows = gpu_holders.parse_fuser((err or '') + '\n' + (out or ''))
+                fuser_rows = gpu_holders.parse_fuser(out, err)
                 self.sources_used.append('fuser')
         fd_scan = None
         if fuser_rows is None:
@@ -233,8 +233,12 @@ class Reset(object):
 
 
 def describe(items):
-    return ', '.join('pid %s %s%s%s' % (h['pid'], h.get('name'), ' (vmid %s)' % h['vmid'] if h.get('vmid') else '',
-                                         ' [%s]' % h['why'] if h.get('why') else '') for h in items)
+    parts = []
+    for h in items:
+        vmid = ' (vmid %s)' % h['vmid'] if h.get('vmid') else ''
+        why = ' [%s]' % h['why'] if h.get('why') else ''
+        parts.append('pid %s %s%s%s' % (h['pid'], h.get('name'), vmid, why))
+    return ', '.join(parts)
 
 
 def main():

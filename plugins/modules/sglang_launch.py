@@ -21,7 +21,7 @@ description:
   - Writes a file only when its content differs (atomic rename, timestamped backups), runs C(daemon-reload) only
     when the unit changed, then starts, stops or restarts the service.
 author:
-  - llmserve.sglang contributors
+  - llmserve maintainers (@llmserve)
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
@@ -281,6 +281,24 @@ arch_findings:
   returned: always
   type: list
   elements: dict
+errors:
+  description: On a validation failure, every problem found, each starting with the option it is about.
+  returned: failure
+  type: list
+  elements: str
+error_kinds:
+  description:
+    - On a validation failure, the kinds of problem in the report's words, in order
+      (V(unknown_flag), V(unknown_choice), V(arch_unsupported), V(invalid_input)).
+  returned: failure
+  type: list
+  elements: str
+  sample: [unknown_flag, arch_unsupported]
+validation_warnings:
+  description: Warnings of the validation (known-bad or forced backends, SGLang C(auto) on SM120, repeated flags).
+  returned: always
+  type: list
+  elements: str
 sglang_version:
   description: The SGLang version the flags were checked against.
   returned: always
@@ -367,7 +385,7 @@ class Systemctl(object):
 
 def fail_errors(module, errors, **kwargs):
     msg = 'sglang_launch: %d problem%s, nothing changed: %s' % (len(errors), '' if len(errors) == 1 else 's', '; '.join(errors))
-    module.fail_json(msg=msg, errors=errors, **kwargs)
+    module.fail_json(msg=msg, errors=errors, error_kinds=sglang_flags.error_kinds(errors), **kwargs)
 
 
 def main():
@@ -420,7 +438,7 @@ def main():
     env_path = os.path.join(p['env_dir'], '%s.env' % name)
     backup_dir = p['backup_dir'] or os.path.join(p['env_dir'], 'backup')
     result = dict(changed=False, unit_path=unit_path, env_path=env_path, backup_files=[], unit_changed=False,
-                  env_changed=False, daemon_reloaded=False, actions=[], arch_findings=[],
+                  env_changed=False, daemon_reloaded=False, actions=[], arch_findings=[], validation_warnings=[],
                   sglang_version=p['sglang_version'])
 
     # ---- validation: everything before any change
@@ -458,6 +476,7 @@ def main():
         errors.extend(checked['errors'])
         for warning in checked['warnings']:
             module.warn(warning)
+        result['validation_warnings'] = checked['warnings']
         result['arch_findings'] = checked['arch_findings']
     if errors:
         fail_errors(module, errors, **result)

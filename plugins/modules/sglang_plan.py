@@ -22,7 +22,7 @@ description:
     same GPU and SGLang version (read from the host's record), unless the candidate sets C(force=true).
   - Fails, before anything changes, on bad input; each message names the field and the fix.
 author:
-  - llmserve.sglang contributors
+  - llmserve.sglang contributors (@llmserve)
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform

@@ -13,19 +13,20 @@ module: sglang_record
 short_description: Add one deploy's trial outcomes to the host's record, atomically
 version_added: 0.1.0
 description:
-  - The record is a JSON file on the GPU host: GPU fingerprint + SGLang version + configuration key -> outcome,
-    reason, evidence and figures. M(llmserve.sglang.sglang_plan) reads it to skip what already failed here.
+  - The record is a JSON file on the GPU host that maps GPU fingerprint + SGLang version + configuration key to
+    outcome, reason, evidence and figures. M(llmserve.sglang.sglang_plan) reads it to skip what already failed here.
   - The new record is written to a temporary file in the same directory and renamed over the old one, so a reader
     never sees half a file and an interrupted run leaves the previous record whole.
   - Entries are bounded (the newest 200 are kept).
 author:
-  - llmserve.sglang contributors
+  - llmserve.sglang contributors (@llmserve)
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
 attributes:
   check_mode:
     support: full
+    details: Reports whether the record would change and writes nothing.
   diff_mode:
     support: none
   platform:

@@ -19,7 +19,10 @@ description:
   - Optionally runs a streaming load test on C(/generate) and reports C(sglang.bench_serving)'s figures.
   - Sends requests only; changes nothing on the host.
 author:
-  - llmserve.sglang contributors
+  - llmserve maintainers (@llmserve)
+extends_documentation_fragment:
+  - llmserve.sglang.attributes
+  - llmserve.sglang.attributes.platform
 options:
   host:
     description: Address of the server.
@@ -233,8 +236,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
-from ansible_collections.llmserve.sglang.plugins.module_utils import http as sghttp
+from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http as sghttp
 from ansible_collections.llmserve.sglang.plugins.module_utils import loadgen
+
 
 def run_checks(base, prompts, api_key, model, timeout, validate_certs, post=sghttp.post_json):
     checks = []
@@ -251,7 +255,7 @@ def main():
         endpoint=dict(type='str'),
         prompt=dict(type='str'),
         messages=dict(type='list', elements='dict'),
-        max_tokens=dict(type='int', default=32),
+        max_tokens=dict(type='int', default=32, no_log=False),
         expect_any=dict(type='list', elements='str', default=[]),
         logprobs=dict(type='bool', default=False),
         extra=dict(type='dict', default={}),

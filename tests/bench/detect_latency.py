@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Measure how fast await_server_ready's wait loop notices a failure (no Ansible start-up counted).
 
 A child process plays the server: it writes start-up lines to a log file, then, when the
@@ -83,7 +82,7 @@ def main():
     for kind in ('crash', 'killed', 'fatal_alive'):
         lats = []
         statuses = set()
-        for _ in range(args.runs):
+        for dummy in range(args.runs):
             status, lat, ev = one(kind, tmp)
             lats.append(lat)
             statuses.add(status)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Measure plugins/module_utils/loadgen.py against a server streaming at a known rate.
 
 Starts tests/bench/sse_server.py in its own process on loopback, runs one load level
@@ -14,7 +13,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,7 +31,8 @@ def main():
     ap.add_argument('--ttft', type=float, default=0.1)
     ap.add_argument('--itl', type=float, default=0.0256)
     args = ap.parse_args()
-    rec = tempfile.mktemp(suffix='.json')
+    fd, rec = tempfile.mkstemp(suffix='.json')
+    os.close(fd)
     srv = subprocess.Popen([sys.executable, os.path.join(HERE, 'sse_server.py'), '--port', str(args.port),
                             '--ttft', str(args.ttft), '--itl', str(args.itl), '--record', rec],
                            stdout=subprocess.PIPE)

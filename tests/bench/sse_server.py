@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A stdlib SSE server that streams SGLang-like /generate events at a known rate.
 
 Used by loadgen_accuracy.py to measure the load generator against the truth.
@@ -76,6 +75,7 @@ def main():
     ap.add_argument('--itl', type=float, default=0.0256)
     ap.add_argument('--record', default=None)
     ARGS = ap.parse_args()
+
     class Server(ThreadingHTTPServer):
         daemon_threads = True
         request_queue_size = 512    # 64 simultaneous connects must not hit SYN retries

@@ -80,9 +80,27 @@ def load_config(path: str | None) -> dict:
 def load_state() -> dict:
     try:
         with open(STATE, encoding="utf-8") as f:
-            return json.load(f)
+            st = json.load(f)
     except FileNotFoundError:
         return {}
+    refresh_containers(st)
+    return st
+
+
+def refresh_containers(st: dict) -> None:
+    """A container may have been stopped/started by `pct` on its node: follow its current init."""
+    for r in st.get("hosts", {}).values():
+        node = st["hosts"].get(r.get("node") or "")
+        if r.get("role") != "container" or not node or same_proc(r) or not same_proc(node):
+            continue
+        try:
+            with open(f"/proc/{node['pid']}/root/run/pve-fake/lxc/{r['vmid']}.pid", encoding="utf-8") as f:
+                in_node = int(f.read().split()[0])
+        except (OSError, ValueError):
+            continue
+        pid = find_ct_init(node["pid"], in_node)
+        if pid:
+            r.update(pid=pid, start=proc_start(pid), pid_in_node=in_node)
 
 
 def save_state(st: dict) -> None:
@@ -399,6 +417,10 @@ def cmd_down(a) -> int:
     t0 = time.monotonic()
     st = load_state()
     hosts = st.get("hosts", {})
+    ctr = [n for n, r in hosts.items() if r.get("role") == "container"]
+    for n in ctr:      # a stopped container (pct stop) counts as down
+        if not same_proc(hosts[n]):
+            hosts[n]["pid"] = None
     # containers first, then their nodes; only the PIDs this lab recorded (checked by start time)
     order = sorted(hosts, key=lambda n: hosts[n].get("role") != "container")
     for n in order:
@@ -477,7 +499,7 @@ def cmd_status(a) -> int:
     else:
         for n, r in rows.items():
             log(f"{n:8} {r['role']:13} {r['ip']:12} pid {r['pid']!s:8} systemd={r['systemd']} ssh={'up' if r['ssh'] else 'down'}")
-    return 0 if rows and all(r["up"] for r in rows.values()) else 3
+    return 0 if rows and all(r["up"] or r["role"] == "container" for r in rows.values()) else 3
 
 
 def host_rec(name: str) -> dict:

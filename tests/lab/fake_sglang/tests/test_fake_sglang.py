@@ -369,15 +369,28 @@ def test_dummy_load_is_faster_and_random(server, tmp_path):
     assert "trtllm_fp4_block_scale_moe" in s2.log()
 
 
-def test_gpu_memory_already_held_gives_oom(server, tmp_path):
-    import fakegpu
-
-    s0 = server([], table=DEFAULT_TABLE)
+def test_gpu_memory_already_held_gives_oom(server):
+    s0 = server([])
     s0.wait_ready()
-    s = server([], table=DEFAULT_TABLE)
-    # same FAKEGPU_ROOT as the first server: share it
-    s.stop()
-    env = {"FAKEGPU_ROOT": s0.root}
-    s2 = server([], env=env)
-    assert s2.wait_exit(20) == -signal.SIGKILL
-    assert "torch.OutOfMemoryError: CUDA out of memory." in s2.log()
+    s = server([], env={"FAKEGPU_ROOT": s0.root})          # same fake GPUs, memory still held by s0
+    assert s.wait_exit(20) == -signal.SIGKILL
+    assert "torch.OutOfMemoryError: CUDA out of memory." in s.log()
+
+
+def test_nan_without_crash_serves_bangs(server, tmp_path):
+    t = write_table(tmp_path / "t.yml", [{"behaviour": "nan", "params": {"nan_crash": False}}])
+    s = server([], table=t)
+    s.wait_ready()
+    b = s.json("/generate", {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 4}})[1]
+    assert b["text"] == "!!!!" and "Detected errors during sampling! NaN in the logits." in s.log()
+
+
+def test_rank_killed_from_outside_makes_server_unhealthy(server):
+    s = server(["--tp", "2"], env={"SGLANG_HEALTH_CHECK_TIMEOUT": "1"})
+    s.wait_ready()
+    ranks = [int(p) for p in open(f"/proc/{s.proc.pid}/task/{s.proc.pid}/children").read().split()]
+    os.kill(ranks[1], signal.SIGKILL)
+    time.sleep(0.3)
+    assert "Child process unexpectedly failed with exitcode=9." in s.log()
+    assert s.request("/health", timeout=5)[0] == 503
+    assert s.proc.poll() is None

@@ -21,7 +21,10 @@ CASES = yaml.safe_load(open(os.path.join(HERE, 'cases', 'gpu_holders.yml')))
 
 @pytest.mark.parametrize('case', CASES['fuser'], ids=[c['name'] for c in CASES['fuser']])
 def test_parse_fuser(case):
-    assert gh.parse_fuser(case['text']) == case['want']
+    if 'text' in case:
+        assert gh.parse_fuser(case['text']) == case['want']
+    else:
+        assert gh.parse_fuser(case['stdout'], case['stderr']) == case['want']
 
 
 @pytest.mark.parametrize('case', CASES['cgroup'], ids=[repr(c['text']) for c in CASES['cgroup']])
@@ -59,16 +62,18 @@ def test_plan(case):
 def test_merge_holders():
     apps = [{'pid': 419, 'name': 'python3', 'used_mib': 21256, 'gpu_index': 0},
             {'pid': 419, 'name': 'python3', 'used_mib': 100, 'gpu_index': 1}]
-    fuser = gh.parse_fuser('/dev/nvidia0:  root  419 F...m python3\n/dev/nvidiactl:  root  500 F.... other\n')
+    fuser = gh.parse_fuser('  419  500', '/dev/nvidia0:  root  F...m python3\n/dev/nvidiactl:  root  F.... other\n')
     infos = {419: {'pid': 419, 'name': 'python3', 'state': 'S', 'ppid': 1, 'starttime': 5, 'cmdline': 'python3 -m x',
                    'vmid': 129, 'nspid': [419, 12]}, 500: None}
     merged = gh.merge_holders(apps, fuser, {600: ['/dev/nvidia-uvm']}, infos)
     assert [h['pid'] for h in merged] == [419, 500, 600]
     first = merged[0]
     assert first['sources'] == ['nvidia-smi', 'fuser'] and first['used_mib'] == 21356 and first['gpus'] == [0, 1]
-    assert first['devices'] == ['/dev/nvidia0', '/dev/nvidia1'] and first['vmid'] == 129 and first['nspid'] == [419, 12]
+    assert first['devices'] == ['/dev/nvidia0'] and first['vmid'] == 129 and first['nspid'] == [419, 12]
     assert merged[1]['visible'] is False and merged[1]['name'] == 'other'
     assert merged[2]['sources'] == ['proc'] and merged[2]['visible'] is False
+    only_smi = gh.merge_holders(apps, None, None, {})
+    assert only_smi[0]['devices'] == ['/dev/nvidia0', '/dev/nvidia1']
 
 
 def test_proc_readers_on_a_fake_tree(tmp_path):

@@ -103,7 +103,7 @@ def run_with(path):
     env = dict(os.environ, PYTHONPATH=path)
 
     def run(argv):
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, universal_newlines=True)
+        proc = subprocess.run(argv, check=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, universal_newlines=True)
         return proc.returncode, proc.stdout, proc.stderr
     return run
 
@@ -157,3 +157,10 @@ def test_interpreter_missing(tmp_path):
         return 2, '', 'No such file or directory: %s' % argv[0]
     got = sf.read_installed(run, '/nope/python3')
     assert got['installed'] is False and 'rc=2' in got['error']
+
+
+def test_error_kinds():
+    result = sf.validate(dict(CASES['base'], moe_runner_backend='flashinfer_trtlm',
+                              extra_args=['--nsa-decode-backend', 'x', '--attention-backend', 'trtllm_mha'], port=0),
+                         TABLE, arch='sm120')
+    assert sf.error_kinds(result['errors']) == ['invalid_input', 'unknown_choice', 'unknown_flag', 'arch_unsupported']

@@ -89,7 +89,7 @@ def test_systemd_analyze_verify_accepts_the_unit(case, tmp_path):
     path = tmp_path / 'llmserve-verify.service'
     path.write_text(su.render_unit(argv, 'llmserve-verify', str(tmp_path / 'x y %.env'), description='100% "test"',
                                    restart='on-failure', user='root', working_directory=str(tmp_path)))
-    proc = subprocess.run([SYSTEMD_ANALYZE, 'verify', str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.run([SYSTEMD_ANALYZE, 'verify', str(path)], check=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True)
     problems = [line for line in (proc.stdout + proc.stderr).splitlines() if 'llmserve-verify' in line]
     assert proc.returncode == 0 and not problems, proc.stdout + proc.stderr
@@ -100,7 +100,7 @@ def test_systemd_analyze_catches_what_the_tokenizer_rejects(tmp_path):
     """The tokenizer and systemd agree on a broken line (so the round trip above means something)."""
     path = tmp_path / 'llmserve-broken.service'
     path.write_text('[Service]\nExecStart=%s "unbalanced\n' % sys.executable)
-    proc = subprocess.run([SYSTEMD_ANALYZE, 'verify', str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.run([SYSTEMD_ANALYZE, 'verify', str(path)], check=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True)
     assert proc.returncode != 0
     with pytest.raises(su.UnitError):

@@ -14,7 +14,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible_collections.llmserve.sglang.plugins.modules import await_server_ready as mod
 
-HU = 'ansible_collections.llmserve.sglang.plugins.module_utils.http.open_url'
+HU = 'ansible_collections.llmserve.sglang.plugins.module_utils.sglang_http.open_url'
 READY = '[2026-05-01 12:00:55] The server is fired up and ready to roll!'
 CRASH = '''[2026-05-01 12:00:30 TP0] Load weight end. elapsed=25.1 s
 [2026-05-01 12:01:00 TP3] Scheduler hit an exception: Traceback (most recent call last):

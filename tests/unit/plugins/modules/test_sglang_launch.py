@@ -146,6 +146,7 @@ def test_validation_fails_before_any_change(base, monkeypatch):
                  'flashinfer_trtllm on sm120', 'served_model_name:', 'tp_size: 16', 'env: variable name'):
         assert want in msg, want
     assert len(result['errors']) == 5
+    assert sorted(result['error_kinds']) == ['arch_unsupported', 'invalid_input', 'unknown_flag']
     assert not os.path.exists(base['unit_dir']) and systemd.actions == []
 
 
@@ -153,7 +154,7 @@ def test_force_turns_the_arch_error_into_a_warning(base, monkeypatch):
     systemd = FakeSystemd()
     result, failed, calls = run(dict(base, moe_runner_backend='flashinfer_trtllm', force=True), monkeypatch, systemd)
     assert not failed and result['arch_findings'][0]['verdict'] == 'unsupported'
-    assert any('(forced)' in w for w in result.get('warnings', []))
+    assert any('(forced)' in w for w in result['validation_warnings'])
 
 
 def test_api_key_in_extra_args_is_refused(base, monkeypatch):

@@ -11,7 +11,7 @@ import pytest
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible_collections.llmserve.sglang.plugins.modules import smoke_generate as mod
 
-HU = 'ansible_collections.llmserve.sglang.plugins.module_utils.http.open_url'
+HU = 'ansible_collections.llmserve.sglang.plugins.module_utils.sglang_http.open_url'
 
 
 class Resp(object):

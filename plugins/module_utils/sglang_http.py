@@ -18,10 +18,10 @@ import time
 
 try:
     from ansible.module_utils.urls import open_url
-    from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+    from ansible.module_utils.six.moves.urllib.error import HTTPError
 except ImportError:  # pragma: no cover - only for use outside Ansible
     open_url = None
-    from urllib.error import HTTPError, URLError
+    from urllib.error import HTTPError
 
 
 class Reply(object):
@@ -97,7 +97,7 @@ def request(url, method='GET', body=None, api_key=None, timeout=10, validate_cer
             raw = b''
         text = raw.decode('utf-8', 'replace') if isinstance(raw, bytes) else (raw or u'')
         return Reply(e.code, text, _maybe_json(text), time.time() - t0, None)
-    except Exception as e:  # URLError, socket errors, ssl errors, connection resets
+    except Exception as e:  # URLError, socket errors, TLS errors, connection resets
         return Reply(None, u'', None, time.time() - t0, 'timeout' if _is_timeout(e) else _error_text(e))
     text = raw.decode('utf-8', 'replace') if isinstance(raw, bytes) else (raw or u'')
     return Reply(status, text, _maybe_json(text), time.time() - t0, None, hdrs)

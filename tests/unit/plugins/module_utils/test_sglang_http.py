@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible_collections.llmserve.sglang.plugins.module_utils import http as sghttp
+from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http as sghttp
 
-CASES = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), 'cases', 'http.yml')))
+CASES = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), 'cases', 'sglang_http.yml')))
 
 
 class Resp(object):

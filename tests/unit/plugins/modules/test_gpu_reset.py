@@ -1,0 +1,159 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpu_reset with nvidia-smi and fuser mocked, against real processes this test starts (and only those)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ansible_collections.llmserve.sglang.plugins.modules import gpu_reset
+from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
+from ansible_collections.llmserve.sglang.tests.unit.plugins.modules.utils import run_mocked
+
+UUID = 'GPU-a4fbce9b-25f7-f038-11e1-b07ee93c4d63'
+IGNORE_TERM = ('import signal, sys, time\n'
+               'signal.signal(signal.SIGTERM, signal.SIG_IGN)\n'
+               'sys.stdout.write("ready\\n"); sys.stdout.flush()\n'
+               'time.sleep(60)\n')
+
+
+@pytest.fixture
+def holder():
+    procs = []
+
+    def start(ignore_term=False):
+        code = IGNORE_TERM if ignore_term else 'import sys, time; sys.stdout.write("ready\\n"); sys.stdout.flush(); time.sleep(60)'
+        proc = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE)
+        assert proc.stdout.readline().strip() == b'ready'
+        procs.append(proc)
+        return proc
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+class FakeGpu(object):
+    """nvidia-smi and fuser answers: memory held while any listed pid is alive."""
+
+    def __init__(self, pids, mib=21256):
+        self.pids = pids
+        self.mib = mib
+        self.queries = 0
+
+    def alive(self):
+        return [pid for pid in self.pids if gpu_holders.ProcOps().alive(pid)]
+
+    def __call__(self, argv):
+        if argv[0].endswith('nvidia-smi'):
+            if argv[1].startswith('--query-gpu='):
+                self.queries += 1
+                used = self.mib * len(self.alive()) + 3
+                return 0, '0, %s, %d, 143771\n' % (UUID, used), ''
+            if argv[1].startswith('--query-compute-apps='):
+                rows = ''.join('%d, python3, %d, %s, 00000000:00:06.0\n' % (pid, self.mib, UUID) for pid in self.alive())
+                return 0, rows, ''
+            if argv[1] == '--gpu-reset':
+                self.pids = []
+                return 0, 'GPU 00000000:00:06.0 was successfully reset.\n', ''
+        if argv[0].endswith('fuser'):
+            alive = self.alive()
+            if not alive:
+                return 1, '', ''
+            # as fuser really writes it: PIDs on stdout, the table (without PIDs) on stderr
+            out = ''.join('%6d' % pid for pid in alive)
+            err = 'Cannot stat file /proc/1/fd/3: Permission denied\n                     USER        PID ACCESS COMMAND\n'
+            err += ''.join('/dev/nvidia0:        root      F...m python3\n' for pid in alive)
+            return 0, out, err
+        raise AssertionError('unexpected %r' % argv)
+
+
+def run(args, monkeypatch, gpu):
+    args = dict(args)
+    args.setdefault('devices', '/dev/null*')  # glob must match something here; fuser is mocked
+    return run_mocked(gpu_reset.main, args, monkeypatch, gpu)
+
+
+def test_sigterm_frees_the_gpu(holder, monkeypatch):
+    proc = holder()
+    gpu = FakeGpu([proc.pid])
+    start = time.time()
+    result, failed, calls = run({'term_grace': 5, 'timeout': 10}, monkeypatch, gpu)
+    assert not failed, result['msg'] if failed else ''
+    assert time.time() - start < 2
+    assert result['changed']
+    assert [(k['pid'], k['signal']) for k in result['killed']] == [(proc.pid, 'SIGTERM')]
+    assert result['memory_before'][0]['used_mib'] > 20000 and result['memory_after'][0]['used_mib'] < 1024
+    assert result['seconds_to_free'] is not None and result['seconds_to_free'] < 2
+    holder_rec = [h for h in result['holders'] if h['pid'] == proc.pid][0]
+    assert holder_rec['sources'] == ['nvidia-smi', 'fuser'] and holder_rec['gpus'] == [0]
+
+
+def test_sigkill_after_grace(holder, monkeypatch):
+    proc = holder(ignore_term=True)
+    gpu = FakeGpu([proc.pid])
+    result, failed, calls = run({'term_grace': 0.3, 'timeout': 10}, monkeypatch, gpu)
+    assert not failed
+    assert [(k['pid'], k['signal']) for k in result['killed']] == [(proc.pid, 'SIGKILL')]
+    assert 0.3 <= result['killed'][0]['seconds'] < 1.5
+
+
+def test_check_mode_kills_nothing(holder, monkeypatch):
+    proc = holder()
+    gpu = FakeGpu([proc.pid])
+    result, failed, calls = run({'_ansible_check_mode': True}, monkeypatch, gpu)
+    assert not failed and result['changed'] and result['killed'] == []
+    assert [r['pid'] for r in result['would_kill']] == [proc.pid]
+    time.sleep(0.1)
+    assert proc.poll() is None
+
+
+def test_protected_holder_makes_a_bounded_failure(holder, monkeypatch):
+    proc = holder()
+    gpu = FakeGpu([proc.pid])
+    start = time.time()
+    result, failed, calls = run({'protected_pids': [proc.pid], 'timeout': 0.5}, monkeypatch, gpu)
+    elapsed = time.time() - start
+    assert failed and elapsed < 2
+    assert 'GPU memory still held' in result['msg'] and 'GPU 0' in result['msg']
+    assert 'pid %d' % proc.pid in result['msg'] and 'protected_pids' in result['msg']
+    assert proc.poll() is None
+    assert gpu.queries >= 3  # polled, not one fixed sleep
+
+
+def test_hard_reset_only_when_asked(holder, monkeypatch):
+    proc = holder()
+    gpu = FakeGpu([proc.pid])
+    result, failed, calls = run({'protected_pids': [proc.pid], 'timeout': 0.3, 'hard_reset': True}, monkeypatch, gpu)
+    assert not failed and result['hard_reset_done'] == [0]
+    assert ['/usr/bin/nvidia-smi', '--gpu-reset', '-i', '0'] in calls
+    gpu = FakeGpu([proc.pid])
+    result, failed, calls = run({'protected_pids': [proc.pid], 'timeout': 0.3}, monkeypatch, gpu)
+    assert failed and not [c for c in calls if '--gpu-reset' in c]
+
+
+def test_other_container_is_spared(holder, monkeypatch):
+    proc = holder()
+    gpu = FakeGpu([proc.pid])
+    result, failed, calls = run({'vmid': 129, '_ansible_check_mode': True}, monkeypatch, gpu)
+    assert not failed and result['would_kill'] == []
+    assert 'not to container 129' in result['spared'][0]['why']
+
+
+def test_missing_nvidia_smi(monkeypatch):
+    result, failed, calls = run_mocked(gpu_reset.main, {}, monkeypatch, FakeGpu([]), bin_paths={'nvidia-smi': None})
+    assert failed and result['msg'].startswith('nvidia_smi: ')
+
+
+def test_without_fuser_scans_proc(holder, monkeypatch):
+    proc = holder()
+    gpu = FakeGpu([proc.pid])
+    result, failed, calls = run_mocked(gpu_reset.main, {'devices': '/dev/null*', '_ansible_check_mode': True},
+                                       monkeypatch, gpu, bin_paths={'fuser': None})
+    assert not failed and result['sources_used'] == ['nvidia-smi', 'proc']
