@@ -50,6 +50,7 @@ MASK = [
     "sys-fs-fuse-connections.mount", "sys-kernel-config.mount", "e2scrub_reap.service", "e2scrub_all.timer",
     "apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer", "fstrim.timer", "man-db.timer",
     "systemd-tmpfiles-clean.timer", "logrotate.timer", "systemd-journald-audit.socket", "ssh.socket",
+    "systemd-logind.service", "user@.service", "user-runtime-dir@.service",
 ]
 KEEP = {"ssh.service", "sshd.service", "remote-fs.target", "systemd-journald.service"}
 
@@ -134,6 +135,13 @@ def same_proc(rec: dict | None) -> bool:
     return bool(rec) and alive(rec.get("pid")) and proc_start(rec["pid"]) == rec.get("start")
 
 
+def ns_of(pid) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
 def children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children", encoding="utf-8") as f:
@@ -206,6 +214,10 @@ def make_seed(name: str, h: dict, cfg: dict, masks: list[str]) -> str:
     shutil.copy(KEY + ".pub", os.path.join(seed, "root/.ssh/authorized_keys"))
     os.chmod(os.path.join(seed, "root/.ssh/authorized_keys"), 0o600)
     write(os.path.join(seed, "etc/fstab"), "# llmserve lab host: no mounts\n")
+    # no logind sessions for SSH logins: pam_systemd/user@0 in a nested pid namespace can stall a login
+    with open("/etc/pam.d/common-session", encoding="utf-8") as f:
+        pam = "".join(ln for ln in f if "pam_systemd.so" not in ln)
+    write(os.path.join(seed, "etc/pam.d/common-session"), pam)
     write(os.path.join(seed, "etc/machine-id"), os.urandom(16).hex() + "\n", 0o444)
     hosts = "127.0.0.1\tlocalhost\n" + "".join(
         f"{x['ip']}\t{n}\n" for n, x in cfg["hosts"].items())
@@ -423,6 +435,13 @@ def cmd_down(a) -> int:
             hosts[n]["pid"] = None
     # containers first, then their nodes; only the PIDs this lab recorded (checked by start time)
     order = sorted(hosts, key=lambda n: hosts[n].get("role") != "container")
+    nss = set()
+    for n in order:
+        try:
+            if same_proc(hosts[n]):
+                nss.add(os.readlink(f"/proc/{hosts[n]['pid']}/ns/pid"))
+        except OSError:
+            pass
     for n in order:
         r = hosts[n]
         for key, skey in (("pid", "start"), ("unshare_pid", "unshare_start")):
@@ -438,6 +457,12 @@ def cmd_down(a) -> int:
             if not (pid and alive(pid) and proc_start(pid) == hosts[n].get("start")):
                 break
             time.sleep(0.02)
+    end = time.monotonic() + 20
+    while nss and time.monotonic() < end:
+        members = [e for e in os.listdir("/proc") if e.isdigit() and ns_of(e) in nss]
+        if not members:
+            break
+        time.sleep(0.05)
     cfg = st.get("config") or load_config(getattr(a, "config", None))
     netns_dir = os.path.join(LAB, "netns")
     if os.path.isdir(netns_dir):
