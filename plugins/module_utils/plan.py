@@ -219,7 +219,7 @@ def build_plan(candidates, base, gpu, sglang_version, record, arch_check, flag_c
                     continue
                 verdict, why = arch_check(k, cand[k], arch)
                 if verdict != 'ok':
-                    arch_why = (verdict, '%s %s on %s: %s' % (flag, cand[k], arch, why))
+                    arch_why = (verdict, why or '%s %s on %s' % (flag, cand[k], arch))
                     break
             if arch_why:
                 entry.update(outcome='skipped',

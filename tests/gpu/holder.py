@@ -30,6 +30,9 @@ def main(argv=None):
     parser.add_argument('--ready-file', required=True)
     parser.add_argument('--ignore-sigterm', action='store_true')
     parser.add_argument('--max-seconds', type=float, default=300.0)
+    parser.add_argument('--backend', choices=['torch', 'fakegpu'], default='torch',
+                        help='fakegpu: hold through the lab fake (tests/lab/fakes/fakegpu.py, FAKEGPU_ROOT) '
+                             'to rehearse the playbook without a GPU')
     args = parser.parse_args(argv)
 
     term_file = args.ready_file + '.term'
@@ -44,18 +47,27 @@ def main(argv=None):
     else:
         signal.signal(signal.SIGTERM, on_term)
 
-    import torch  # pylint: disable=import-error
-
     nbytes = int(args.gib * (1 << 30))
     t0 = time.time()
-    block = torch.empty(nbytes, dtype=torch.uint8, device=args.device)
-    block.fill_(1)  # touch it: the memory is really in use
-    torch.cuda.synchronize(args.device)
+    if args.backend == 'fakegpu':
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lab', 'fakes'))
+        import fakegpu  # pylint: disable=import-error
+
+        index = int(args.device.split(':')[-1])
+        block = fakegpu.hold({index: nbytes >> 20}, name='python3')
+        extra = {'torch': None, 'gpu': fakegpu.load_config()['name']}
+    else:
+        import torch  # pylint: disable=import-error
+
+        block = torch.empty(nbytes, dtype=torch.uint8, device=args.device)
+        block.fill_(1)  # touch it: the memory is really in use
+        torch.cuda.synchronize(args.device)
+        extra = {'torch': torch.__version__, 'gpu': torch.cuda.get_device_name(args.device)}
     info = {
         'pid': os.getpid(), 'bytes': nbytes, 'device': args.device, 'ignore_sigterm': args.ignore_sigterm,
-        't_start': t0, 't_ready': time.time(), 'torch': torch.__version__,
-        'gpu': torch.cuda.get_device_name(args.device),
+        't_start': t0, 't_ready': time.time(), 'backend': args.backend,
     }
+    info.update(extra)
     tmp = args.ready_file + '.tmp'
     with open(tmp, 'w') as handle:
         json.dump(info, handle)
