@@ -4,7 +4,7 @@
 #   make test       run every gate in sequence, then print one summary line per gate
 #   make demo       bring the lab up, deploy on it, show the report, take the lab down
 #
-# One gate at a time: make lint | sanity | units | docs-lint | importer | molecule | lab-tests
+# One gate at a time: make lint | sanity | units | docs-lint | importer | molecule | lab-tests | suite
 # `make help` lists everything. See CONTRIBUTING.md.
 
 SHELL := /bin/bash
@@ -47,10 +47,13 @@ LINK_DIR := $(LINK_ROOT)/ansible_collections/$(NAMESPACE)/$(NAME)
 REPORT_DIR ?= $(CURDIR)/reports
 LAB_INVENTORY ?= inventories/lab
 
-APT_PACKAGES := make git tar ca-certificates python3-venv openssh-server openssh-client \
-	psmisc python3-yaml python-is-python3 iproute2 procps systemd shellcheck
+# The gates' own packages, plus what the lab needs (tests/lab/requirements-apt.txt: one
+# package a line, `#` starts a comment), each once.
+APT_PACKAGES := $(sort make git tar ca-certificates python3 python3-venv openssh-server openssh-client \
+	psmisc python3-yaml python-is-python3 iproute2 procps util-linux systemd dbus shellcheck \
+	$(shell sed -e 's/\#.*//' tests/lab/requirements-apt.txt 2>/dev/null))
 
-GATES := lint sanity units docs-lint importer molecule lab-tests
+GATES := lint sanity units docs-lint importer molecule lab-tests suite
 
 # $(call need,tool[,venv-bin-dir]) -- fail with the exact command to run when a tool is missing.
 define need
@@ -69,7 +72,7 @@ define need_venv
 endef
 
 .PHONY: help setup setup-apt setup-venv setup-importer setup-ansible-test links tree test $(GATES) \
-	lab-up lab-down lab-status demo bench build clean
+	lab-up lab-down lab-status demo bench gpu-check build clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -227,7 +230,7 @@ molecule: links ## molecule test --all (scenarios under extensions/molecule/, on
 	@ls extensions/molecule/*/molecule.yml >/dev/null 2>&1 || { echo "ERROR: no scenario under extensions/molecule/"; exit 1; }
 	@test -f tests/lab/labctl.py || { echo "ERROR: tests/lab/labctl.py missing: the lab is needed by molecule"; exit 1; }
 	@test "$$(id -u)" = 0 || { echo "ERROR: the lab needs root (network namespaces, systemd units). Run as root."; exit 2; }
-	cd "$(CURDIR)" && ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" molecule test --all $(MOLECULE_ARGS) \
+	cd "$(CURDIR)" && ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" flock /var/tmp/llmserve-lab.lock molecule test --all $(MOLECULE_ARGS) \
 	  || { echo "RESULT: molecule: a scenario failed (see above)"; exit 1; }
 	@echo "RESULT: molecule: all scenarios passed"
 
@@ -237,6 +240,13 @@ lab-tests: links ## pytest tests/lab/tests (needs root)
 	@test -d tests/lab/tests || { echo "ERROR: tests/lab/tests does not exist"; exit 1; }
 	@test "$$(id -u)" = 0 || { echo "ERROR: the lab tests need root. Run as root."; exit 2; }
 	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/lab/tests -v $(PYTEST_ARGS)
+
+suite: links ## fault and bad-input suite: pytest tests/integration on the lab (root, holds the lab lock)
+	$(need_venv)
+	$(call need,pytest)
+	@test "$$(id -u)" = 0 || { echo "ERROR: the suite needs the lab, which needs root. Run as root."; exit 2; }
+	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/integration -v -p no:cacheprovider \
+	  --durations=15 $(PYTEST_ARGS)
 
 # ---------------------------------------------------------------- lab and demo
 
@@ -267,10 +277,16 @@ demo: ## make setup, lab up, deploy on it, show the report, lab down (even on fa
 	else echo "no Markdown report found in $(REPORT_DIR)"; fi; \
 	exit $$rc
 
-bench: ## run the benchmark harness (tests/bench/run.py) if present
+bench: ## make setup, then every performance figure with its goal (tests/bench/run.py; lab under its lock, left down)
+	@$(MAKE) setup
+	@test "$$(id -u)" = 0 || { echo "ERROR: make bench needs root (the lab). Run as root."; exit 2; }
+	"$(PY)" tests/bench/run.py $(BENCH_ARGS)
+
+gpu-check: ## on a host with an NVIDIA GPU + PyTorch: gpu_info and gpu_reset against it (tests/gpu/, only its own processes)
 	$(need_venv)
-	@if [ -f tests/bench/run.py ]; then "$(PY)" tests/bench/run.py $(BENCH_ARGS); \
-	else echo "bench: tests/bench/run.py does not exist yet; nothing to run."; fi
+	$(call need,ansible-playbook)
+	ANSIBLE_PLAYBOOK="$(BIN)/ansible-playbook" GPU_CHECK_PYTHON="$(or $(GPU_CHECK_PYTHON),python3)" \
+	  tests/gpu/gpu-check.sh $(GPU_CHECK_OUT)
 
 clean: ## remove build outputs (not the venvs)
 	rm -rf "$(BUILD)" .tmp tests/output importer_result.json

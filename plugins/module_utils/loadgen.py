@@ -199,6 +199,9 @@ def stream_one(conn, path, body, headers, result, clock=time.perf_counter):
         result.error = 'stream: %s' % (e,)
         return False
     result.end = clock()
+    # A response with Content-Length is not marked closed when read1 reaches its end, and http.client then
+    # refuses the next request on the connection (CannotSendRequest); closing it keeps the connection.
+    resp.close()
     result.latency = (last_t if last_t is not None else result.end) - result.start
     result.output_len = last_tokens
     result.ok = result.error is None and chunks > 0 and (done or last_tokens > 0)
@@ -219,9 +222,12 @@ def _connect(host, port, scheme, timeout, validate_certs):
 
 def run_level(host, port, concurrency, num_prompts, input_len=1024, output_len=256, api_key=None,
               warmup=1, timeout=600, path='/generate', seed=0, mode='ids', scheme='http',
-              validate_certs=True, request_timeout=None, extra=None):
+              validate_certs=True, request_timeout=None, extra=None, monitor=None):
     """Run ``num_prompts`` streaming requests with at most ``concurrency`` in flight.
 
+    ``monitor`` (optional, e.g. a ``gpu_sampler.Sampler``): its ``start()`` is called as the measured
+    requests are released (after the warm-up) and its ``stop()`` when they have ended; its figures are
+    the caller's to read.
     Returns ``(figures, results)``: figures as :func:`summarize`, results the per-request list.
     """
     concurrency = max(1, int(concurrency))
@@ -266,10 +272,16 @@ def run_level(host, port, concurrency, num_prompts, input_len=1024, output_len=2
     for t in threads:
         t.daemon = True
         t.start()
+    if monitor is not None:
+        monitor.start()
     t0 = time.perf_counter()
     start_evt.set()
-    for t in threads:
-        t.join(max(0.0, deadline - time.perf_counter()) + 5)
+    try:
+        for t in threads:
+            t.join(max(0.0, deadline - time.perf_counter()) + 5)
+    finally:
+        if monitor is not None:
+            monitor.stop()
     duration = time.perf_counter() - t0
     ends = [r.end for r in results if r.ok and r.end]
     if ends:

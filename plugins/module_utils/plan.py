@@ -266,6 +266,8 @@ def merge_record(record, fingerprint, gpu, sglang_version, results, selected, no
             'evidence': res.get('evidence'),
             'seconds': res.get('seconds'),
             'benchmark': res.get('benchmark'),
+            'screen': res.get('screen'),
+            'diagnosis': (res.get('diagnosis') or {}).get('id'),
         })
     rec['entries'] = rec['entries'][-RECORD_MAX_ENTRIES:]
     prev = rec.get('selected') or {}

@@ -217,8 +217,11 @@ def parse_json_lenient(body):
         return None
 
 
-def check_response(p, status, body, seconds=None, error=None):
-    """Judge one answer.  Returns a check dict: ``name``, ``endpoint``, ``ok``, ``reason``, ``detail``, ``text``, ``seconds``."""
+def check_response(p, status, body, seconds=None, error=None, judge=True):
+    """Judge one answer.  Returns a check dict: ``name``, ``endpoint``, ``ok``, ``reason``, ``detail``, ``text``, ``seconds``.
+
+    ``judge=False`` (the screen, dummy weights): any 200 with a JSON answer passes; the text is not judged.
+    """
     res = {'name': p['name'], 'endpoint': p['endpoint'], 'ok': False, 'reason': None, 'detail': None,
            'text': None, 'status': status, 'seconds': seconds}
     body = body or ''
@@ -242,6 +245,10 @@ def check_response(p, status, body, seconds=None, error=None):
     if isinstance(data, dict) and data.get('error') and not data.get('choices') and 'text' not in data:
         err = json.dumps(data.get('error'))[:300]
         res.update(reason='nan' if NAN_ERROR.search(err) else 'http_error', detail='error body: %s' % err)
+        return res
+    if not judge:
+        text, _reasoning = extract_text(p['endpoint'], data)
+        res.update(ok=True, text=(text or u'')[:500])
         return res
     if _has_nan(data):
         res.update(reason='nan', detail='NaN/inf in the answer (logprobs or scores)')

@@ -33,6 +33,8 @@ def init_results(plan):
             'seconds': 0.0,
             'smoke': None,
             'benchmark': None,
+            'screen': None,       # set by the screen (dummy weights) when it ran
+            'diagnosis': None,    # set for a failed candidate (failure signatures)
         }
     return out
 
@@ -75,7 +77,7 @@ def benchmark_value(benchmark, metric='output_throughput'):
     levels = (benchmark or {}).get('concurrency') or {}
     if not levels:
         return None
-    top = max(levels, key=lambda k: int(k))
+    top = max(levels, key=int)
     value = levels[top].get(metric)
     return None if value is None else float(value)
 

@@ -286,6 +286,14 @@ from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http
 SYSTEMD_PROPS = ('MainPID', 'ExecMainPID', 'ActiveState', 'SubState', 'Result', 'ExecMainStatus', 'ExecMainCode',
                  'InvocationID', 'ExecMainStartTimestampMonotonic', 'ActiveEnterTimestampMonotonic',
                  'ExecMainStartTimestamp', 'NRestarts')
+# How long the wait keeps reading after the event, so that the verdict carries the whole traceback and the exit
+# status (tests/bench/detect_latency.py measures the resulting latency: median about 0.25 s after the event):
+#   fatal_grace  at most this long after a fatal line while the process is alive ...
+#   fatal_quiet  ... and no longer than until the log has been quiet this long (a traceback comes in one burst);
+#   drain_min    after the process died, until the log has been quiet this long (journald may lag a little);
+#   drain_max    at most this long after the death.
+TIMING = {'fatal_grace': 0.5, 'fatal_quiet': 0.15, 'drain_min': 0.15, 'drain_max': 0.8}
+
 CLD_EXITED = 1
 CLD_KILLED = 2
 CLD_DUMPED = 3
@@ -497,15 +505,19 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time)
     ready_at = None
     fatal_at = None
     dead_at = None
+    line_at = None
     res = {'status': 'loading', 'reason': None, 'signal': None, 'exit_code': None}
 
     while True:
         now = clock()
-        lines = log.poll(p['poll_interval']) if log is not None else []
+        # once something fatal was seen, look more often: the verdict is a few reads away
+        interval = p['poll_interval'] if fatal_at is None and dead_at is None else min(p['poll_interval'], 0.05)
+        lines = log.poll(interval) if log is not None else []
         if log is None and not check_mode:
-            time.sleep(p['poll_interval'])
+            time.sleep(interval)
         now = clock()
         if lines:
+            line_at = now
             last_activity = max(last_activity, max(ts if ts is not None else now for _l, ts in lines))
             for line, ts in lines:
                 had_ready = state.ready
@@ -535,7 +547,8 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time)
             continue
         if fatal_at is not None and state.reason != 'unhealthy':
             # keep reading the traceback for a moment; the process usually dies within it
-            if now - fatal_at >= p['fatal_grace'] or check_mode:
+            quiet = now - max(fatal_at, line_at or fatal_at) >= p.get('fatal_quiet', p['fatal_grace'])
+            if quiet or now - fatal_at >= p['fatal_grace'] or check_mode:
                 res.update(status=state.reason, reason=state.reason)
                 break
             continue
@@ -595,9 +608,7 @@ def main():
         supports_check_mode=True,
     )
     p = dict(module.params)
-    p['fatal_grace'] = 0.5      # keep reading a traceback this long after its fatal line
-    p['drain_min'] = 0.25       # after the process died, read on until the log is quiet this long
-    p['drain_max'] = 0.8
+    p.update(TIMING)
     if p['poll_interval'] <= 0 or p['poll_interval'] > 1:
         module.fail_json(msg='poll_interval must be in (0, 1] seconds, got %s' % p['poll_interval'])
     for key in ('timeout', 'hang_timeout', 'unhealthy_timeout'):

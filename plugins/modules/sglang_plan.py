@@ -17,12 +17,15 @@ description:
     whether it is V(planned) or V(skipped), with a reason and the evidence for it.
   - Skips, with reason V(unknown_flag), a candidate whose flags or choices the installed SGLang does not accept
     (checked against the flag table M(llmserve.sglang.gpu_info) read from the installed SGLang itself).
+  - Fails instead when a candidate's C(moe_runner_backend), C(fp4_gemm_backend) or C(attention_backend) is a near miss
+    of a choice the installed SGLang accepts (a misspelling such as V(flashinfer_cutlas)); the message names the field
+    and the closest choice.
   - Skips, with reason V(arch_unsupported), a candidate whose kernels do not exist for the GPU architecture,
     and with V(known_bad) one that has served wrong output on it or that already failed on this host with the
     same GPU and SGLang version (read from the host's record), unless the candidate sets C(force=true).
   - Fails, before anything changes, on bad input; each message names the field and the fix.
 author:
-  - llmserve.sglang contributors (@llmserve)
+  - llmserve maintainers (@llmserve)
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
@@ -156,6 +159,7 @@ planned:
   elements: str
 '''
 
+import difflib
 import json
 import os
 
@@ -172,6 +176,27 @@ def read_record(path):
         except ValueError as exc:
             raise planlib.PlanError('record_path %s is not valid JSON (%s): move it aside and run again' % (path, exc))
     return data if isinstance(data, dict) else {}
+
+
+def misspelt_backend(candidates, result, table):
+    """A user candidate's backend value that is a near miss of one the installed SGLang accepts, else None.
+
+    A value with no close match (a backend of another SGLang release) stays a skip with reason unknown_flag;
+    a misspelling is an input error and stops the deploy before any change.
+    """
+    for index, entry in enumerate(result):
+        if entry['known_good'] or entry['reason'] != 'unknown_flag' or index >= len(candidates or []):
+            continue
+        for key, flag in planlib.BACKEND_FLAGS:
+            value = entry.get(key)
+            option = table.get(flag)
+            if not value or option is None or not option.get('choices'):
+                continue
+            choices = [str(c) for c in option['choices']]
+            if str(value) not in choices and difflib.get_close_matches(str(value), choices, n=1, cutoff=0.8):
+                return ('%s; fix the spelling of sglang_candidates[%d].%s (nothing was changed)'
+                        % (table.bad_choice_message(flag, value, 'sglang_candidates[%d].%s' % (index, key)), index, key))
+    return None
 
 
 def main():
@@ -208,6 +233,9 @@ def main():
                                     arch_check, flag_check)
     except planlib.PlanError as exc:
         module.fail_json(msg=str(exc))
+    typo = misspelt_backend(p['candidates'], result, table)
+    if typo:
+        module.fail_json(msg=typo, plan=result)
     kg = [c for c in result if c['known_good']]
     if kg and kg[0]['outcome'] == 'skipped' and kg[0]['reason'] == 'unknown_flag':
         module.fail_json(msg='sglang_known_good: the installed sglang %s does not accept it: %s; fix sglang_known_good '

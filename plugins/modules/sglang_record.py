@@ -19,7 +19,7 @@ description:
     never sees half a file and an interrupted run leaves the previous record whole.
   - Entries are bounded (the newest 200 are kept).
 author:
-  - llmserve.sglang contributors (@llmserve)
+  - llmserve maintainers (@llmserve)
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
@@ -51,7 +51,8 @@ options:
   results:
     description:
       - This run's candidates as the report lists them (V(name), V(config_key), V(args), V(outcome), V(reason),
-        V(evidence), V(seconds), V(benchmark)). Only V(ready) and V(failed) ones are recorded.
+        V(evidence), V(seconds), V(benchmark), V(screen), V(diagnosis)). Only V(ready) and V(failed) ones are recorded,
+        with the screen's result and the diagnosis' V(id).
     type: list
     elements: dict
     default: []

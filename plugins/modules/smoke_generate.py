@@ -52,6 +52,13 @@ options:
     description: Seconds each smoke request may take.
     type: float
     default: 120
+  judge:
+    description:
+      - Judge the answers (garbage, NaN, expected answer).
+      - V(false) only checks that each request is answered with HTTP 200 and a JSON body, whatever the text;
+        for a server started with dummy weights (the screen), whose text is random.
+    type: bool
+    default: true
   prompts:
     description:
       - The prompts and their expected answers, replacing the built-in ones.
@@ -132,6 +139,21 @@ options:
         description: Seed of the random prompts.
         type: int
         default: 0
+      gpu_sampling:
+        description:
+          - Sample GPU power draw and utilisation with C(nvidia-smi --query-gpu) while each level runs, and add
+            C(power_w_mean), C(power_w_max), C(power_pct_of_limit), C(gpu_util_pct_mean) and C(gpu_samples) to its figures.
+          - Skipped, with C(gpu_sample_error) saying why, when O(benchmark.nvidia_smi) is not found on the host.
+        type: bool
+        default: true
+      sample_interval:
+        description: Seconds between two GPU samples.
+        type: float
+        default: 0.5
+      nvidia_smi:
+        description: The nvidia-smi command (a name on E(PATH) or a path).
+        type: str
+        default: nvidia-smi
 attributes:
   check_mode:
     support: full
@@ -226,9 +248,13 @@ benchmark:
       (C(completed), C(duration_s), C(request_throughput), C(input_throughput), C(output_throughput), C(total_throughput),
       C(mean_ttft_ms), C(median_ttft_ms), C(p99_ttft_ms), C(mean_itl_ms), C(median_itl_ms), C(p99_itl_ms), C(mean_e2e_latency_ms), ...);
       C(labels) maps those names to the labels bench_serving prints.
+    - With O(benchmark.gpu_sampling), each level also has C(power_w_mean) (mean draw per GPU, W), C(power_w_max),
+      C(power_pct_of_limit) (sum of draws over sum of power limits, %), C(gpu_util_pct_mean), C(gpu_samples)
+      (samples taken while the level's requests ran) and C(gpu_sample_errors); all GPUs of the host are sampled.
   returned: when O(benchmark) is set and the smoke checks passed
   type: dict
-  sample: {"concurrency": {"1": {"completed": 8, "output_throughput": 171.9, "mean_ttft_ms": 80.1}},
+  sample: {"concurrency": {"1": {"completed": 8, "output_throughput": 171.9, "mean_ttft_ms": 80.1,
+                                 "power_w_mean": 330.2, "power_pct_of_limit": 55.0, "gpu_util_pct_mean": 100.0}},
            "labels": {"output_throughput": "Output token throughput (tok/s)"}}
 '''
 
@@ -238,14 +264,15 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http as sghttp
 from ansible_collections.llmserve.sglang.plugins.module_utils import loadgen
+from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_sampler
 
 
-def run_checks(base, prompts, api_key, model, timeout, validate_certs, post=sghttp.post_json):
+def run_checks(base, prompts, api_key, model, timeout, validate_certs, post=sghttp.post_json, judge=True):
     checks = []
     for p in prompts:
         path, body = smoke.build_request(p, model=model)
         r = post(base + path, body, api_key=api_key, timeout=timeout, validate_certs=validate_certs)
-        checks.append(smoke.check_response(p, r.status, r.body, seconds=round(r.seconds, 3), error=r.error))
+        checks.append(smoke.check_response(p, r.status, r.body, seconds=round(r.seconds, 3), error=r.error, judge=judge))
     return checks
 
 
@@ -269,6 +296,9 @@ def main():
         timeout=dict(type='float', default=600),
         input_mode=dict(type='str', default='ids', choices=['ids', 'text']),
         seed=dict(type='int', default=0),
+        gpu_sampling=dict(type='bool', default=True),
+        sample_interval=dict(type='float', default=0.5),
+        nvidia_smi=dict(type='str', default='nvidia-smi'),
     )
     module = AnsibleModule(
         argument_spec=dict(
@@ -279,6 +309,7 @@ def main():
             api_key=dict(type='str', no_log=True),
             served_model_name=dict(type='str', default='default'),
             timeout=dict(type='float', default=120),
+            judge=dict(type='bool', default=True),
             prompts=dict(type='list', elements='dict', options=prompt_spec),
             benchmark=dict(type='dict', options=bench_spec),
         ),
@@ -300,20 +331,35 @@ def main():
 
     base = sghttp.base_url(p['host'], p['port'], p['scheme'])
     t0 = time.time()
-    checks = run_checks(base, prompts, p['api_key'], p['served_model_name'], p['timeout'], p['validate_certs'])
+    checks = run_checks(base, prompts, p['api_key'], p['served_model_name'], p['timeout'], p['validate_certs'],
+                        judge=p['judge'])
     ok, reason = smoke.overall(checks)
     evidence = ['%s: %s: %s' % (c['name'], c['reason'], c['detail']) for c in checks if not c['ok']]
     result = dict(changed=False, ok=ok, reason=reason, evidence=evidence, checks=checks)
 
     if bench is not None and ok and not module.check_mode:
         out = {'concurrency': {}, 'labels': dict(loadgen.LABELS), 'settings': {}}
+        sampler, sample_error = None, None
+        if bench['gpu_sampling']:
+            smi = module.get_bin_path(bench['nvidia_smi'])
+            if smi:
+                sampler = gpu_sampler.Sampler(lambda argv: module.run_command(argv, handle_exceptions=False),
+                                              gpu_sampler.sample_argv(smi),
+                                              interval=bench['sample_interval'])
+                out['labels'].update(gpu_sampler.LABELS)
+            else:
+                sample_error = '%s not found on the host' % bench['nvidia_smi']
         for level in bench['concurrency']:
             n = bench['num_prompts'] or max(8, 4 * level)
             fig, _results = loadgen.run_level(
                 p['host'], p['port'], level, n, input_len=bench['input_len'], output_len=bench['output_len'],
                 api_key=p['api_key'], warmup=bench['warmup'], timeout=bench['timeout'], seed=bench['seed'],
                 mode=bench['input_mode'], scheme=p['scheme'], validate_certs=p['validate_certs'],
-                request_timeout=max(p['timeout'], 60))
+                request_timeout=max(p['timeout'], 60), monitor=sampler)
+            if sampler is not None:
+                fig.update(sampler.summary())
+            elif sample_error:
+                fig['gpu_sample_error'] = sample_error
             out['concurrency'][str(level)] = fig
         out['settings'] = dict((k, bench[k]) for k in bench_spec)
         result['benchmark'] = out

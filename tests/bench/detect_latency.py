@@ -9,6 +9,7 @@ the PID, with the module's defaults (poll_interval 0.1 s).  Latency = return tim
   PYTHONPATH=/tmp/ac python3 tests/bench/detect_latency.py --runs 10
 """
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -44,13 +45,14 @@ while True:
 '''
 
 
-def one(kind, tmp):
+def one(kind, tmp, start_wait=0.5, pre_event=1.0):
     path = os.path.join(tmp, 'log-%s-%f' % (kind, time.time()))
     open(path, 'w').close()
     child = subprocess.Popen([sys.executable, '-c', CHILD, path])
-    time.sleep(0.5)
+    time.sleep(start_wait)
     p = {'poll_interval': 0.1, 'start_time': time.time(), 'timeout': 60, 'hang_timeout': 60, 'unhealthy_timeout': 60,
-         'require_ready_line': True, 'step': 0, 'fatal_grace': 0.5, 'drain_min': 0.25, 'drain_max': 0.8}
+         'require_ready_line': True, 'step': 0}
+    p.update(asr.TIMING)   # the module's own read windows
     out = {}
 
     def run():
@@ -59,7 +61,7 @@ def one(kind, tmp):
     st = sglang_log.LogState()
     th = threading.Thread(target=run)
     th.start()
-    time.sleep(1.0)
+    time.sleep(pre_event)
     t_event = time.time()
     if kind == 'crash':
         os.kill(child.pid, signal.SIGUSR1)
@@ -77,16 +79,24 @@ def one(kind, tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--runs', type=int, default=10)
+    ap.add_argument('--start-wait', type=float, default=0.5, help='seconds between starting the child and the wait')
+    ap.add_argument('--pre-event', type=float, default=1.0, help='seconds the wait runs before the event')
+    ap.add_argument('--json', action='store_true', help='one JSON object per failure class')
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
     for kind in ('crash', 'killed', 'fatal_alive'):
         lats = []
         statuses = set()
         for dummy in range(args.runs):
-            status, lat, ev = one(kind, tmp)
+            status, lat, ev = one(kind, tmp, args.start_wait, args.pre_event)
             lats.append(lat)
             statuses.add(status)
         lats.sort()
+        if args.json:
+            print(json.dumps({'kind': kind, 'statuses': sorted(statuses), 'n': len(lats), 'min': lats[0],
+                              'median': lats[len(lats) // 2] if len(lats) % 2 else
+                              (lats[len(lats) // 2 - 1] + lats[len(lats) // 2]) / 2, 'max': lats[-1]}))
+            continue
         print('%-12s status=%-8s n=%d  latency min %.3f s  median %.3f s  max %.3f s  evidence=%s' % (
             kind, ','.join(sorted(statuses)), len(lats), lats[0], lats[len(lats) // 2], lats[-1], ev))
 

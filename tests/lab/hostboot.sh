@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/bin/bash -eu
 # Boots one mock host. Runs as PID 1 of a fresh pid namespace, started by labctl.py (or by the fake pct
 # for a container) as:
 #   nsenter --net=NETNS_FILE unshare --pid --mount --uts --ipc --cgroup --fork hostboot.sh NAME MNT SEED CHECKOUT LABDIR [GPUS]

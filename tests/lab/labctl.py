@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 """The lab of mock hosts: real systemd + sshd in Linux namespaces, fake GPUs, a fake Proxmox node.
 
     python3 tests/lab/labctl.py up [--gpu-model sm90 | --gpu-model gpu01=sm90 ...] [--gpu-count N] [--config FILE]
@@ -61,7 +61,7 @@ def log(msg: str) -> None:
 
 
 def run(argv, check=True, **kw) -> subprocess.CompletedProcess:
-    cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    cp = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False, **kw)
     if check and cp.returncode != 0:
         raise RuntimeError(f"{' '.join(map(str, argv))} -> {cp.returncode}: {cp.stderr.strip()}")
     return cp
@@ -171,8 +171,8 @@ def port_open(ip: str, port: int = 22, timeout: float = 0.3) -> bool:
 def rm_cgroup_tree(path: str) -> None:
     if not os.path.isdir(path):
         return
-    for dirpath, dirnames, _ in sorted(os.walk(path, topdown=False), key=lambda t: -t[0].count("/")):
-        for _ in range(50):
+    for dirpath, dirnames, _files in sorted(os.walk(path, topdown=False), key=lambda t: -t[0].count("/")):
+        for _attempt in range(50):
             try:
                 os.rmdir(dirpath)
                 break
@@ -314,7 +314,7 @@ def boot_host(name: str, h: dict, nsf: str, seed: str) -> dict:
                          stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, preexec_fn=pre, env=env)
     logf.close()
     child = None
-    for _ in range(200):
+    for _attempt in range(200):
         kids = children(p.pid)
         if kids:
             child = kids[0]
@@ -453,7 +453,7 @@ def cmd_down(a) -> int:
                     pass
     for n in order:
         pid = hosts[n].get("pid")
-        for _ in range(200):
+        for _attempt in range(200):
             if not (pid and alive(pid) and proc_start(pid) == hosts[n].get("start")):
                 break
             time.sleep(0.02)
@@ -550,7 +550,7 @@ def cmd_exec(a) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="labctl.py", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="labctl.py", description=__doc__.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--config", default=None, help="lab config (YAML or JSON; default tests/lab/lab.yml)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     u = sub.add_parser("up")

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 """Fake GPU "driver" state for the lab's mock hosts (stdlib only).
 
 Stable API (the fake SGLang and the tests import it)::
@@ -62,6 +62,8 @@ MODELS = {
         "name": "NVIDIA H200", "compute_cap": "9.0", "arch": "sm90",
         "memory_total_mib": 143771, "memory_reserved_mib": 615, "power_limit_w": 700.0,
         "idle_power_w": 120.30, "idle_power_avg_w": 119.80, "idle_temp_c": 38, "pstate_idle": "P0", "product_architecture": "Hopper",
+        # no CUDA context at all: ~81 W on a real H200 (tests/data/h200-run); 120 W is with a context at 0 %
+        "no_context_power_w": 81.31,
     },
 }
 ALIASES = {"rtx6000": "sm120", "rtxpro6000": "sm120", "b200": "sm100", "h200": "sm90",
@@ -250,7 +252,7 @@ def records(gc: bool = True) -> list[dict]:
                         pass
                 continue
             rec = None
-            for _ in range(5):
+            for _attempt in range(5):
                 try:
                     rec = json.loads(os.pread(fd, 1 << 16, 0) or b"null")
                     break
@@ -301,7 +303,7 @@ def gpu_state(cfg: dict | None = None, recs: list[dict] | None = None) -> list[d
         used = min(used, total - int(cfg["memory_reserved_mib"]))
         busy = any(r.get("busy") for r in held)
         limit = float(cfg["power_limit_w"])
-        idle_w = float(cfg["idle_power_w"])
+        idle_w = float(cfg["idle_power_w"] if held else cfg.get("no_context_power_w", cfg["idle_power_w"]))
         power = round(limit * BUSY_POWER_FRACTION + 0.37 * i, 2) if busy else (
             round(idle_w, 2))
         out.append({
@@ -310,7 +312,7 @@ def gpu_state(cfg: dict | None = None, recs: list[dict] | None = None) -> list[d
             "memory_free_mib": total - used - int(cfg["memory_reserved_mib"]),
             "utilization_pct": 100 if busy else 0, "memory_util_pct": 37 if busy else 0,
             "power_draw_w": power, "power_limit_w": limit,
-            "power_avg_w": power if busy else float(cfg.get("idle_power_avg_w", idle_w)),
+            "power_avg_w": power if busy or not held else float(cfg.get("idle_power_avg_w", idle_w)),
             "temperature_c": int(cfg["idle_temp_c"]) + (29 if busy else 0),
             "pstate": "P0" if held else cfg.get("pstate_idle", "P0"),
             "holders": held,

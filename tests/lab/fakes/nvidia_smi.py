@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 """Fake `nvidia-smi` for the lab (installed as /usr/bin/nvidia-smi in each GPU host's overlay).
 
 Byte-compatible with the real 580.x output captured in tests/data/nvidia-smi-h200 for the forms used:

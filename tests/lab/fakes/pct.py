@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 """Fake Proxmox `pct` for the lab's node (installed as /usr/sbin/pct on pve01).
 
 Formats, errors and exit codes follow Proxmox's pct (see tests/lab/README.md, "pct"):
@@ -140,7 +140,7 @@ def cmd_status(args: list[str]) -> int:
         return die("400 not enough arguments\npct status <vmid> [OPTIONS]")
     vmid = rest[0]
     if not check_vmid(vmid):
-        return die(f"400 Parameter verification failed.\nvmid: invalid format - value does not look like a valid VM ID\n\npct status <vmid> [OPTIONS]")
+        return die("400 Parameter verification failed.\nvmid: invalid format - value does not look like a valid VM ID\n\npct status <vmid> [OPTIONS]")
     c = read_conf(vmid)
     if c is None:
         return no_conf(vmid)
@@ -204,7 +204,7 @@ def cmd_exec(args: list[str]) -> int:
         return die("missing command at /usr/share/perl5/PVE/CLI/pct.pm line 183.")
     join_cgroup(f"lxc/{vmid}/ns/.lxc")
     # lxc-attach: enter every namespace of the container's init; argv, no shell; exit status passed through
-    cp = subprocess.run(["nsenter", "-t", str(pid), "-m", "-u", "-i", "-n", "-p", "-C", "-r", "-w", "--", *rest])
+    cp = subprocess.run(["nsenter", "-t", str(pid), "-m", "-u", "-i", "-n", "-p", "-C", "-r", "-w", "--", *rest], check=False)
     rc = cp.returncode
     return 128 - rc if rc < 0 else rc
 
@@ -280,7 +280,7 @@ def cleanup(vmid: str, pid: int, timeout: float = 10) -> None:
     except FileNotFoundError:
         pass
     base = os.path.join(CG, "lxc", vmid)
-    for _ in range(100):
+    for _attempt in range(100):
         try:
             for d, _sub, _f in sorted(os.walk(base, topdown=False), key=lambda t: -t[0].count("/")):
                 os.rmdir(d)
@@ -315,7 +315,7 @@ def cmd_shutdown(args: list[str]) -> int:
     vmid, timeout, force = args[0], 60.0, False
     it = iter(args[1:])
     for a in it:
-        k, _, v = a.partition("=")
+        k, _sep, v = a.partition("=")
         if k in ("--timeout", "-timeout"):
             timeout = float(v or next(it, "60"))
         elif k in ("--forceStop", "-forceStop"):

@@ -18,7 +18,7 @@ sys.path.insert(0, FAKES)
 
 def ssh(host, cmd, check=True, timeout=60):
     cp = subprocess.run(["ssh", "-i", KEY, *SSH_OPTS, f"root@{IPS[host]}", cmd], capture_output=True, text=True,
-                        timeout=timeout)
+                        timeout=timeout, check=False)
     if check and cp.returncode != 0:
         raise AssertionError(f"{host}: {cmd!r} -> {cp.returncode}\n{cp.stdout}\n{cp.stderr}")
     return cp
@@ -28,8 +28,8 @@ def ssh(host, cmd, check=True, timeout=60):
 def lab():
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
-    cp = subprocess.run([*LABCTL, "up"], capture_output=True, text=True, timeout=180)
+    cp = subprocess.run([*LABCTL, "up"], capture_output=True, text=True, timeout=180, check=False)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     yield {"up_output": cp.stdout}
     # test_zz_down (last) tears the lab down and checks for leftovers; make sure it is down anyway
-    subprocess.run([*LABCTL, "down"], capture_output=True, text=True, timeout=120)
+    subprocess.run([*LABCTL, "down"], capture_output=True, text=True, timeout=120, check=False)

@@ -48,7 +48,7 @@ def set_config(root, **kw):
 
 
 def smi(*args, check=True):
-    cp = subprocess.run([PY, os.path.join(FAKES, "nvidia_smi.py"), *args], capture_output=True, text=True)
+    cp = subprocess.run([PY, os.path.join(FAKES, "nvidia_smi.py"), *args], capture_output=True, text=True, check=False)
     if check:
         assert cp.returncode == 0, cp.stdout + cp.stderr
     return cp
@@ -58,7 +58,7 @@ def holder(root, gpus="0", mib=21256, *extra):
     ready = root / f"ready-{time.monotonic_ns()}"
     p = subprocess.Popen([PY, os.path.join(FAKES, "fakegpu.py"), "hold", "--gpus", gpus, "--mib", str(mib),
                           "--name", "python3", "--ready-file", str(ready), *extra], stdout=subprocess.DEVNULL)
-    for _ in range(200):
+    for _attempt in range(200):
         if ready.exists() and ready.read_text().strip():
             return p
         time.sleep(0.01)

@@ -109,7 +109,7 @@ class Server:
             return e.code, dict(e.headers), e.read()
 
     def json(self, path, body=None, **kw):
-        st, _, b = self.request(path, body, **kw)
+        st, _hdrs, b = self.request(path, body, **kw)
         return st, (json.loads(b) if b else None)
 
     def sse(self, path, body, headers=None, timeout=30):

@@ -11,9 +11,7 @@ import subprocess
 import sys
 import time
 
-import pytest
-
-from conftest import DEFAULT_TABLE, LAB, PKG_ROOT, write_table
+from conftest import LAB, PKG_ROOT, write_table
 
 ENV = {**os.environ, "PYTHONPATH": PKG_ROOT}
 
@@ -22,7 +20,7 @@ def run_cli(*args, env=None):
     e = dict(ENV)
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "sglang.launch_server", *args], capture_output=True, text=True,
-                          env=e, timeout=30)
+                          env=e, timeout=30, check=False)
 
 
 # --- command line ------------------------------------------------------------------------------------------
@@ -72,12 +70,12 @@ def test_parser_introspection_matches_dump():
 
 def test_version_selectable(tmp_path):
     r = subprocess.run([sys.executable, "-c", "import sglang; print(sglang.__version__)"], capture_output=True,
-                       text=True, env={**ENV, "FAKE_SGLANG_VERSION": "0.5.9"})
+                       text=True, env={**ENV, "FAKE_SGLANG_VERSION": "0.5.9"}, check=False)
     assert r.stdout.strip() == "0.5.9"
     vf = tmp_path / "version"
     vf.write_text("0.4.10\n")
     r = subprocess.run([sys.executable, "-c", "import sglang; print(sglang.__version__)"], capture_output=True,
-                       text=True, env={**ENV, "FAKE_SGLANG_VERSION_FILE": str(vf)})
+                       text=True, env={**ENV, "FAKE_SGLANG_VERSION_FILE": str(vf)}, check=False)
     assert r.stdout.strip() == "0.4.10"
 
 
@@ -99,7 +97,7 @@ def test_ready_path(server):
     s.wait_log("Load weight begin")
     assert _refused(s.port), "the port must not be bound while loading"
     lg = s.wait_ready()
-    order = ["server_args=ServerArgs(", "[TP0]" if False else " TP0] Load weight begin",
+    order = ["server_args=ServerArgs(", " TP0] Load weight begin",
              "Loading safetensors checkpoint shards:  50% Completed | 2/4", " TP0] Load weight end. elapsed=",
              " TP0] KV Cache is allocated. #tokens: ", " TP0] Capture cuda graph end. Time elapsed: ",
              f"Uvicorn running on http://127.0.0.1:{s.port}", '"GET /get_model_info HTTP/1.1" 200',
@@ -110,7 +108,7 @@ def test_ready_path(server):
     assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] server_args=", lg, re.M)
     assert re.search(r"Load weight end\. elapsed=[\d.]+ s, type=Qwen3MoeForCausalLM, .*avail mem=[\d.]+ GB, "
                      r"mem usage=[\d.]+ GB\.", lg)
-    st, _, body = s.request("/health")
+    st, _hdrs, body = s.request("/health")
     assert (st, body) == (200, b"")
     # API key: 401 with sglang's body; /health is exempt
     st, b = s.json("/generate", {"text": "hi"})
@@ -148,7 +146,7 @@ def test_ready_path(server):
                    headers=auth)
     assert st == 200 and b["choices"][0]["text"].startswith(" Paris") and b["choices"][0]["finish_reason"] == "length"
     # validation errors are 400
-    st, _, body = s.request("/v1/chat/completions", b"{not json", headers=auth)
+    st, _hdrs, body = s.request("/v1/chat/completions", b"{not json", headers=auth)
     assert st == 400 and json.loads(body)["code"] == 400
     st, b = s.json("/v1/chat/completions", {"model": "x"}, headers=auth)
     assert st == 400
@@ -159,7 +157,7 @@ def test_ready_path(server):
     assert b["model_path"] == s.model and b["is_generation"] is True and b["weight_version"] == "default"
     st, b = s.json("/get_server_info", headers=auth)
     assert b["version"] == "0.5.23" and b["tp_size"] == 2 and b["served_model_name"] == "qwen-test"
-    st, _, body = s.request("/flush_cache", headers=auth, method="POST")
+    st, _hdrs, body = s.request("/flush_cache", headers=auth, method="POST")
     assert st == 200 and body.startswith(b"Cache flushed.")
     # fake GPU memory is held by the two ranks
     import fakegpu
@@ -181,7 +179,7 @@ def test_health_503_until_warmup_done(server, tmp_path):
     s = server([], table=t)
     s.wait_log("Uvicorn running on")
     time.sleep(0.5)
-    st, _, body = s.request("/health")
+    st, _hdrs, body = s.request("/health")
     assert (st, body) == (503, b"")
     assert "fired up" not in s.log()
 
@@ -189,8 +187,8 @@ def test_health_503_until_warmup_done(server, tmp_path):
 def test_skip_server_warmup(server):
     s = server(["--skip-server-warmup"])
     s.wait_log("Uvicorn running on")
-    for _ in range(50):
-        st, _, _ = s.request("/health")
+    for _attempt in range(50):
+        st, _hdrs, _body = s.request("/health")
         if st == 200:
             break
         time.sleep(0.1)
@@ -257,7 +255,7 @@ def test_hang_after_ready_health_times_out(server, tmp_path):
         s.request("/generate", {"text": "hello"}, timeout=1)
     except OSError:
         pass
-    st, _, _ = s.request("/health", timeout=5)
+    st, _hdrs, _body = s.request("/health", timeout=5)
     assert st == 503
     assert "Health check failed. Server couldn't get a response from detokenizer for last 1 seconds." in s.log()
     assert s.proc.poll() is None
@@ -267,8 +265,8 @@ def test_garbage_cutedsl(server):
     s = server(["--moe-runner-backend", "flashinfer_cutedsl"])
     s.wait_ready()
     assert s.request("/health")[0] == 200
-    st, b = s.json("/generate", {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 6,
-                                                                                          "temperature": 0}})
+    st, b = s.json("/generate", {"text": "The capital of France is",
+                                 "sampling_params": {"max_new_tokens": 6, "temperature": 0}})
     assert b["text"] == "!!!!!!"
 
 
@@ -295,7 +293,7 @@ def test_die_after_ready(server, tmp_path):
     t = write_table(tmp_path / "t.yml", [{"behaviour": "die_after_ready", "params": {"requests": 2}}])
     s = server([], table=t)
     s.wait_ready()
-    for _ in range(2):
+    for _attempt in range(2):
         assert s.json("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2}})[0] == 200
     try:
         s.request("/generate", {"text": "hi"}, timeout=10)
@@ -360,8 +358,8 @@ def test_dummy_load_is_faster_and_random(server, tmp_path):
     assert time.time() - t0 < 3.5
     el = float(re.search(r"Load weight end\. elapsed=([\d.]+) s", lg).group(1))
     assert el < 0.2
-    b = s.json("/generate", {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 8,
-                                                                                      "temperature": 0}})[1]
+    b = s.json("/generate", {"text": "The capital of France is",
+                             "sampling_params": {"max_new_tokens": 8, "temperature": 0}})[1]
     assert "Paris" not in b["text"]
     # a dummy screen still dies on the incompatible kernel
     s2 = server(["--load-format", "dummy", "--moe-runner-backend", "flashinfer_trtllm"])

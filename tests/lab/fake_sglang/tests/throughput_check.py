@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Throughput check of the fake SGLang (not an asserted test): start a server whose behaviour rule sets
 ``per_stream_tok_s`` / ``total_tok_s``, run N concurrent streaming clients, print achieved vs configured.
 
@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -62,7 +61,7 @@ async def run(port: int, streams: int, tokens: int, endpoint: str) -> dict:
                                          "ignore_eos": True, "stream": True}
     stats = {"tokens": 0, "first": [], "last": []}
     t0 = time.perf_counter()
-    await asyncio.gather(*[one_stream(port, path, body, stats) for _ in range(streams)])
+    await asyncio.gather(*[one_stream(port, path, body, stats) for _stream in range(streams)])
     t1 = time.perf_counter()
     return {"tokens": stats["tokens"], "duration": t1 - t0,
             "steady": (min(stats["last"]) - max(f for f in stats["first"] if f)), "t0": t0}

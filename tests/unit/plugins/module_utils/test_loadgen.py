@@ -40,6 +40,9 @@ class ScriptedResponse(object):
     def read(self):
         return b''
 
+    def close(self):
+        pass
+
 
 class ScriptedConn(object):
     def __init__(self, resp):
@@ -126,3 +129,51 @@ def test_make_prompts_exact_lengths():
     assert bodies[0]['stream'] is True
     text = json.loads(loadgen.make_prompts(1, 10, 5, mode='text')[0])
     assert len(text['text'].split()) == 10
+
+
+def test_run_level_calls_the_monitor_around_the_measured_requests():
+    """run_level against a loopback SSE server: monitor.start() after the warm-up, stop() after the last request."""
+    import threading
+    try:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    except ImportError:  # pragma: no cover - Python 2
+        pytest.skip('Python 3 only')
+    events = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = 'HTTP/1.1'
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers['Content-Length']))
+            events.append('request')
+            body = b''.join(b'data: {"meta_info": {"prompt_tokens": 4, "completion_tokens": %d}}\n\n' % i
+                            for i in (1, 2)) + b'data: [DONE]\n\n'
+            self.send_response(200)
+            self.send_header('Content-Type', 'text/event-stream')
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    class Monitor(object):
+        def start(self):
+            events.append('start')
+
+        def stop(self):
+            events.append('stop')
+
+    server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever)
+    thread.daemon = True
+    thread.start()
+    try:
+        fig, dummy = loadgen.run_level('127.0.0.1', server.server_address[1], 2, 4, input_len=4, output_len=2,
+                                       warmup=1, timeout=10, monitor=Monitor())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert fig['completed'] == 4 and fig['total_output_tokens'] == 8, fig['errors']
+    assert events == ['request', 'start'] + ['request'] * 4 + ['stop']

@@ -72,11 +72,14 @@ def test_config_key_ignores_name_and_force_but_not_config():
 def test_merge_record_appends_bounds_and_keeps_selected():
     gpu = CASES['gpu']
     fp = plan.gpu_fingerprint(gpu)
-    results = [{'name': 'a', 'config_key': 'k1', 'outcome': 'failed', 'reason': 'crashed'},
+    results = [{'name': 'a', 'config_key': 'k1', 'outcome': 'failed', 'reason': 'crashed',
+                'screen': {'outcome': 'failed', 'reason': 'crashed', 'seconds': 3.1}, 'diagnosis': {'id': 'trtllm_moe_sm100_only'}},
                {'name': 'b', 'config_key': 'k2', 'outcome': 'skipped', 'reason': 'arch_unsupported'},
                {'name': 'c', 'config_key': 'k3', 'outcome': 'ready'}]
     rec = plan.merge_record({}, fp, gpu, '0.5.23', results, {'name': 'c', 'config_key': 'k3'}, 't1')
     assert [e['name'] for e in rec['entries']] == ['a', 'c']
+    assert rec['entries'][0]['screen']['outcome'] == 'failed' and rec['entries'][0]['diagnosis'] == 'trtllm_moe_sm100_only'
+    assert rec['entries'][1]['screen'] is None and rec['entries'][1]['diagnosis'] is None
     assert rec['selected']['config_key'] == 'k3' and rec['selected']['time'] == 't1'
     # same selection again, reused result: nothing new (idempotent)
     again = plan.merge_record(rec, fp, gpu, '0.5.23', [dict(results[2], reused=True)],

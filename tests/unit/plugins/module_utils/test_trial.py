@@ -38,6 +38,7 @@ def test_init_results_keeps_plan_order_and_skip_reasons():
     assert list(got) == ['x', 'y']
     assert got['x']['reason'] == 'arch_unsupported' and got['x']['evidence'] == 'sm100 only'
     assert got['y']['outcome'] == 'skipped' and got['y']['reason'] == 'not_needed' and got['y']['known_good']
+    assert got['y']['screen'] is None and got['y']['diagnosis'] is None
 
 
 def test_parse_systemctl_show():

@@ -97,7 +97,7 @@ class HttpServer:
                     h = await reader.readline()
                     if h in (b"\r\n", b"\n", b""):
                         break
-                    k, _, v = h.decode("latin-1").partition(":")
+                    k, _sep, v = h.decode("latin-1").partition(":")
                     headers[k.strip().lower()] = v.strip()
                 body = b""
                 if "content-length" in headers:

@@ -290,7 +290,7 @@ class App:
         bufs: Dict[int, bytes] = {}
         while pending:
             timeout = None if kill_at is None else max(0.0, kill_at - time.monotonic())
-            r, _, _ = select.select(list(pending), [], [], timeout)
+            r, _w, _x = select.select(list(pending), [], [], timeout)
             if not r and kill_at is not None and time.monotonic() >= kill_at:
                 kill_tree_and_self(self.children)
             for fd in r:
@@ -314,7 +314,7 @@ class App:
                     del pending[fd]
 
     def _reap(self, pid: int) -> Any:
-        for _ in range(50):
+        for _attempt in range(50):
             try:
                 wpid, status = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
@@ -386,7 +386,7 @@ class App:
         if a.api_key:
             headers["Authorization"] = f"Bearer {a.api_key}"
         try:
-            for _ in range(120):
+            for _attempt in range(120):
                 try:
                     with urllib.request.urlopen(urllib.request.Request(url + "/get_model_info", headers=headers),
                                                 timeout=5) as r:

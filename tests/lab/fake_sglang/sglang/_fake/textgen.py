@@ -100,8 +100,7 @@ def filler_tokens(rng: random.Random) -> Iterator[str]:
     first = True
     while True:
         s = rng.choice(FILLER)
-        for t in tokenize(s if first else " " + s):
-            yield t
+        yield from tokenize(s if first else " " + s)
         first = False
 
 

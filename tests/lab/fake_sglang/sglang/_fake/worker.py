@@ -120,7 +120,7 @@ class Rank:
                         free = int(g["memory_free_mib"])
                 if free is not None and free < need:
                     self.avail = free / GB
-                    log.info(f"Init torch distributed ends. mem usage=0.00 GB")
+                    log.info("Init torch distributed ends. mem usage=0.00 GB")
                     log.info(f"Load weight begin. avail mem={free / GB:.2f} GB")
                     self.crash("load", {}, (
                         f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {min(need, 4096) / GB:.2f} GiB. "

@@ -1,0 +1,374 @@
+#!/usr/bin/env python
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""`make bench`: every performance figure of the collection from one run, each beside its goal and anchor.
+
+  P1  failure detection latency (event in the server -> await_server_ready's verdict)  tests/bench/detect_latency.py
+  P2  seconds spent on candidates ruled out by the arch matrix / the installed SGLang's flags (report JSON)
+  P3  collection overhead of a 3-candidate deploy over SSH (wall - the fake servers' own time), by role
+  P4  clean-up to verified-free, 8 GPUs held on a host and in a container (holders obey SIGTERM)
+  P5  load generator accuracy, 64 streams at 2,500 tok/s                               tests/bench/loadgen_accuracy.py
+  P6  deploy wall time to 8 GPU hosts vs 1 (tests/bench/lab-8gpu.yml)
+  P7  tests/bench/p7_screen.py, when it exists (run after the lab lock is released)
+
+Also: a `sglang_selection: fastest` deploy (tests/bench/vars/fastest.yml) whose report (Markdown + SVG, GPU power and
+utilisation sampled during each level) lands in reports/bench/fastest/.
+
+The lab parts run under `flock /var/tmp/llmserve-lab.lock` (held for about three minutes), on fresh labs, and
+leave the lab down. Needs root and `make setup` (the Makefile's `bench` target runs it). Speed is printed, never
+asserted: the exit status is non-zero only when a step could not be measured.
+Traffic: loopback and the lab's 10.77.0.0/24 only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import fcntl
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+LOCK = '/var/tmp/llmserve-lab.lock'
+LABCTL = ['/usr/bin/python3', os.path.join(ROOT, 'tests', 'lab', 'labctl.py')]
+LAB_KEY = '/var/tmp/llmserve-lab/ssh/id_ed25519'
+BIN = os.path.dirname(sys.executable)
+LINK_ROOT = os.path.join(ROOT, '.tmp', 'collections')
+RULED_OUT = ('arch_unsupported', 'unknown_flag')
+
+
+def log(msg):
+    print('[bench %s] %s' % (time.strftime('%H:%M:%S'), msg), flush=True)
+
+
+class Bench(object):
+    def __init__(self, out):
+        self.out = out
+        self.rows = []          # (id, figure, measured, goal, anchor, met)
+        self.notes = []
+        self.failed = []
+
+    def add(self, pid, figure, measured, goal, anchor, met):
+        self.rows.append((pid, figure, measured, goal, anchor, met))
+
+    # ------------------------------------------------------------------ helpers
+    def sh(self, argv, name, env=None, timeout=600, check=True):
+        """Run argv with output in OUT/logs/NAME.log; returns (rc, seconds, output)."""
+        path = os.path.join(self.out, 'logs', name + '.log')
+        t0 = time.time()
+        with open(path, 'w') as f:
+            proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout,
+                                  check=False)
+        seconds = time.time() - t0
+        with open(path) as f:
+            text = f.read()
+        if check and proc.returncode != 0:
+            raise RuntimeError('%s failed (rc %s), see %s:\n%s' % (name, proc.returncode, path, text[-2000:]))
+        return proc.returncode, seconds, text
+
+    def ansible_env(self, timing_file=None):
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=LINK_ROOT, ANSIBLE_NOCOLOR='1', ANSIBLE_FORCE_COLOR='0',
+                   ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, 'callback_plugins'))
+        env['PATH'] = BIN + os.pathsep + env.get('PATH', '')
+        if timing_file:
+            env['ANSIBLE_CALLBACKS_ENABLED'] = 'bench_timing'
+            env['BENCH_TIMING_FILE'] = timing_file
+        return env
+
+    def playbook(self, name, playbook, inventory, args=(), forks=None):
+        """ansible-playbook with the timing callback; returns (wall seconds, timing dict)."""
+        timing = os.path.join(self.out, 'logs', name + '.timing.json')
+        argv = [os.path.join(BIN, 'ansible-playbook'), playbook, '-i', inventory] + list(args)
+        if forks:
+            argv += ['--forks', str(forks)]
+        rc, seconds, dummy = self.sh(argv, name, env=self.ansible_env(timing))
+        with open(timing) as f:
+            return seconds, json.load(f)
+
+    def lab(self, *args):
+        self.sh(LABCTL + list(args), 'labctl-' + '-'.join(a for a in args if not a.startswith('-'))[:40]
+                if args else 'labctl')
+
+    def lab_down(self):
+        self.sh(LABCTL + ['down'], 'labctl-down', check=False)
+
+    def ssh(self, ip, command):
+        return subprocess.run(['ssh', '-i', LAB_KEY, '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
+                               '-o', 'LogLevel=ERROR', '-o', 'BatchMode=yes', 'root@' + ip, command],
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    # ------------------------------------------------------------------ P5, P1 (no lab)
+    def p5_loadgen(self):
+        log('P5: load generator accuracy (64 streams, 2,500 tok/s nominal, loopback)')
+        dummy, dummy2, text = self.sh([sys.executable, os.path.join(HERE, 'loadgen_accuracy.py'), '--concurrency', '64',
+                                       '--num-prompts', '128', '--output-len', '256', '--itl', '0.0256', '--ttft', '0.1'],
+                                      'p5-loadgen-accuracy')
+        worst = None
+        measured = None
+        for line in text.splitlines():
+            if line.startswith('worst error'):
+                worst = float(line.split(':')[1].strip().rstrip('%'))
+            if line.startswith('output_throughput'):
+                measured = line.split()[1:3]
+        self.add('P5', 'load generator error (throughput/ITL/E2E, worst)',
+                 '%.2f %% (%s tok/s measured vs %s true)' % (worst, measured[0], measured[1]) if measured else '%.2f %%' % worst,
+                 '<= 3 %', 'bench_serving (the reference tool)', worst is not None and worst <= 3)
+
+    def p1_detect(self, runs):
+        log('P1: failure detection latency, %d trials per failure class' % runs)
+        env = dict(os.environ, PYTHONPATH=LINK_ROOT)
+        dummy, dummy2, text = self.sh([sys.executable, os.path.join(HERE, 'detect_latency.py'), '--runs', str(runs),
+                                       '--start-wait', '0.3', '--pre-event', '0.4', '--json'], 'p1-detect-latency', env=env)
+        names = {'crash': 'crashed (traceback, then SIGKILL)', 'killed': 'killed (SIGKILL, empty log)',
+                 'fatal_alive': 'hang (watchdog line, process alive)'}
+        for line in text.splitlines():
+            if not line.startswith('{'):
+                continue
+            d = json.loads(line)
+            self.add('P1', 'detect %s -> %s, n=%d' % (names.get(d['kind'], d['kind']), '/'.join(d['statuses']), d['n']),
+                     'median %.2f s, max %.2f s' % (d['median'], d['max']), 'median <= 0.3 s, max <= 1 s',
+                     'seeds: 5 s poll (2.5 s median, 5 s max)', d['median'] <= 0.3 and d['max'] <= 1.0)
+
+    # ------------------------------------------------------------------ lab phase A: P4, fastest, P2
+    def p4_cleanup(self):
+        log('P4: clean-up with 8 GPUs held on gpu01 and in ct129 (holders obey SIGTERM)')
+        hold = ('setsid -f /usr/bin/python3 %s hold --gpus 0-7 --mib 20000 --name python3 >/dev/null 2>&1 < /dev/null'
+                % os.path.join(ROOT, 'tests', 'lab', 'fakes', 'fakegpu.py'))
+        for ip in ('10.77.0.11', '10.77.0.13'):
+            r = self.ssh(ip, hold)
+            if r.returncode != 0:
+                raise RuntimeError('could not start a GPU holder on %s: %s' % (ip, r.stderr))
+        deadline = time.time() + 20
+        while True:
+            used = [self.ssh(ip, 'nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits').stdout.split()
+                    for ip in ('10.77.0.11', '10.77.0.13')]
+            if all(len(u) == 8 and all(int(x) >= 20000 for x in u) for u in used):
+                break
+            if time.time() > deadline:
+                raise RuntimeError('GPU holders did not show up: %s' % used)
+            time.sleep(0.2)
+        wall, timing = self.playbook('p4-cleanup', 'playbooks/cleanup.yml', 'inventories/lab',
+                                     ['-l', 'gpu01,ct129'])
+        resets = [t for t in timing['tasks'] if t['action'] == 'gpu_reset' and t['status'] == 'ok']
+        for t in resets:
+            res = t['result']
+            self.add('P4', 'clean-up to verified free, %s (8 GPUs x 20,000 MiB held%s)' % (
+                t['host'], ', ended from pve01' if t['host'] == 'ct129' else ''),
+                '%.2f s (gpu_reset; task over SSH %.2f s)' % (res.get('seconds', -1), t['seconds']), '<= 2 s',
+                'by hand: minutes (find PIDs, map container PIDs, kill, re-check)', res.get('seconds', 99) <= 2)
+        self.notes.append('P4: the whole clean-up playbook (2 hosts, unit stop + gpu_reset) took %.1f s wall' % wall)
+        if len(resets) != 2:
+            raise RuntimeError('P4: expected 2 gpu_reset results, got %d' % len(resets))
+
+    def fastest(self):
+        log('fastest: deploy on gpu01 with sglang_selection=fastest (tests/bench/vars/fastest.yml)')
+        rep = os.path.join(self.out, 'fastest')
+        wall, dummy = self.playbook('fastest-deploy', 'playbooks/deploy.yml', 'inventories/lab',
+                                    ['-l', 'gpu01', '-e', '@tests/bench/vars/fastest.yml', '-e', 'sglang_report_dir=' + rep])
+        with open(os.path.join(rep, 'gpu01.json')) as f:
+            report = json.load(f)
+        self.reports.append(report)
+        best, best_v = None, -1
+        for c in report['candidates']:
+            levels = (c.get('benchmark') or {}).get('concurrency') or {}
+            if not levels:
+                continue
+            top = max(levels, key=int)
+            v = levels[top].get('output_throughput') or 0
+            if v > best_v:
+                best, best_v = c['name'], v
+            for level in sorted(levels, key=int):
+                fig = levels[level]
+                self.fastest_rows.append('  %-18s c%-3s %8.1f output tok/s   GPU util %5s %%   power %6s W/GPU = %5s %% of limit%s' % (
+                    c['name'], level, fig.get('output_throughput') or 0, fig.get('gpu_util_pct_mean'),
+                    fig.get('power_w_mean'), fig.get('power_pct_of_limit'),
+                    '   <- selected' if c['name'] == report['selected'] and level == top else ''))
+        ok = report['selected'] == best and report['final_state'] == 'serving'
+        self.add('sel', 'sglang_selection: fastest serves the best output tok/s at the top concurrency',
+                 'selected %s (%.0f tok/s), %s' % (report['selected'], best_v, report['final_state']),
+                 'the fastest ready candidate', 'first_ready would serve the first good one', ok)
+        self.notes.append('fastest deploy: %.1f s wall; report %s/report.md, chart %s/benchmark.svg' % (wall, rep, rep))
+
+    def p2(self):
+        spent = 0.0
+        names = []
+        for report in self.reports:
+            for c in report['candidates']:
+                if c.get('outcome') == 'skipped' and c.get('reason') in RULED_OUT:
+                    spent += float(c.get('seconds') or 0)
+                    names.append('%s/%s' % (c['name'], c['reason']))
+        self.add('P2', 'seconds on candidates ruled out before any start (%d: %s)' % (
+            len(names), ', '.join(sorted(set(names)))), '%.1f s' % spent, '0 s',
+            'seeds: a full model load (minutes) per doomed backend', spent == 0 and bool(names))
+
+    # ------------------------------------------------------------------ lab phase B: P3, P6
+    def inventory_8(self):
+        inv = os.path.join(self.out, 'inventory-8gpu')
+        if os.path.isdir(inv):
+            shutil.rmtree(inv)
+        os.makedirs(os.path.join(inv, 'group_vars'))
+        for name in ('all.yml', 'sglang_servers.yml'):
+            shutil.copy(os.path.join(ROOT, 'inventories', 'lab', 'group_vars', name), os.path.join(inv, 'group_vars', name))
+        import yaml  # in .venv (ansible-core depends on it)
+        with open(os.path.join(HERE, 'lab-8gpu.yml')) as f:
+            cfg = yaml.safe_load(f)
+        hosts = dict((name, {'ansible_host': h['ip']}) for name, h in sorted(cfg['hosts'].items()))
+        with open(os.path.join(inv, 'hosts.yml'), 'w') as f:
+            f.write('---\n# written by tests/bench/run.py for tests/bench/lab-8gpu.yml\n')
+            yaml.safe_dump({'all': {'children': {'sglang_servers': {'hosts': hosts}}}}, f, default_flow_style=False)
+        return inv, sorted(hosts)
+
+    @staticmethod
+    def overhead(timing, host):
+        """Wall, the fake server's own time (load + ready, answering the smoke/benchmark requests), by role."""
+        rows = sorted((t for t in timing['tasks'] if t['host'] == host), key=lambda t: t['start'])
+        wall = timing['end'] - timing['start']
+        by_role = {}
+        server_by_role = {}
+        server = 0.0
+        fresh = False
+        for t in rows:
+            role = t['role'] or '(play)'
+            by_role[role] = by_role.get(role, 0.0) + t['seconds']
+            res = t.get('result') or {}
+            s = 0.0
+            if t['action'] == 'sglang_launch' and t['status'] == 'ok':
+                fresh = fresh or any(a in ('start', 'restart') for a in res.get('actions') or [])
+            elif t['action'] == 'await_server_ready' and t['status'] == 'ok' and res.get('status') != 'loading':
+                # a fresh start: the server's time from its start to the verdict; else only this call's wait
+                s = float(res.get('elapsed') or 0) if fresh else float(res.get('seconds') or 0)
+                fresh = False
+            elif t['action'] == 'smoke_generate' and t['status'] == 'ok':
+                s = float(res.get('seconds') or 0)
+            server += s
+            server_by_role[role] = server_by_role.get(role, 0.0) + s
+        tasks_sum = sum(by_role.values())
+        out = dict((role, by_role[role] - server_by_role.get(role, 0.0)) for role in by_role)
+        out['(start-up, between tasks)'] = wall - tasks_sum
+        return wall, server, out, len(rows)
+
+    def p3_p6(self):
+        inv, hosts = self.inventory_8()
+        log('P3/P6: lab of 8 GPU hosts; deploy to gpu01 alone (3 candidates: trtllm-moe, cutedsl-moe, known-good)')
+        self.lab_down()
+        self.lab('--config', os.path.join(HERE, 'lab-8gpu.yml'), 'up')
+        t1, timing1 = self.playbook('p6-deploy-1host', 'playbooks/deploy.yml', inv,
+                                    ['-l', hosts[0], '-e', 'sglang_report_dir=' + os.path.join(self.out, 'deploy-1host')],
+                                    forks=10)
+        for h in hosts[:1]:
+            with open(os.path.join(self.out, 'deploy-1host', h + '.json')) as f:
+                self.reports.append(json.load(f))
+        wall, server, by_role, ntasks = self.overhead(timing1, hosts[0])
+        self.add('P3', 'collection overhead, 3-candidate deploy over SSH (%d tasks; wall %.1f s - servers %.1f s)' % (
+            ntasks, wall, server), '%.1f s' % (wall - server), '<= 10 s',
+            'by hand: each try is minutes of typing and reading logs', wall - server <= 10)
+        self.p3_roles = sorted(by_role.items(), key=lambda kv: -kv[1])
+
+        log('P6: fresh lab, deploy to all 8 GPU hosts (forks 10)')
+        self.lab_down()
+        self.lab('--config', os.path.join(HERE, 'lab-8gpu.yml'), 'up')
+        t8, dummy = self.playbook('p6-deploy-8hosts', 'playbooks/deploy.yml', inv,
+                                  ['-e', 'sglang_report_dir=' + os.path.join(self.out, 'deploy-8hosts')], forks=10)
+        states = []
+        for h in hosts:
+            with open(os.path.join(self.out, 'deploy-8hosts', h + '.json')) as f:
+                r = json.load(f)
+            self.reports.append(r)
+            states.append(r['final_state'])
+        self.add('P6', 'deploy wall time, 8 GPU hosts vs 1 (all %s)' % ','.join(sorted(set(states))),
+                 '%.1f s vs %.1f s = %.2fx' % (t8, t1, t8 / t1), '<= 1.5x', 'seeds: hosts one after another (8x)',
+                 t8 / t1 <= 1.5)
+
+    # ------------------------------------------------------------------ output
+    def print_table(self):
+        print()
+        print('=' * 30, 'make bench: results', '=' * 30)
+        w = max(len(r[1]) for r in self.rows) if self.rows else 10
+        w = min(w, 92)
+        print('%-4s %-*s | %-38s | %-26s | %s' % ('id', w, 'figure', 'measured', 'goal', 'anchor'))
+        print('-' * (w + 110))
+        for pid, figure, measured, goal, anchor, met in self.rows:
+            print('%-4s %-*s | %-38s | %-26s | %s' % (pid, w, figure[:w], measured, goal + (' met' if met else ' MISSED'),
+                                                     anchor))
+        if self.p3_roles:
+            print('\nP3 overhead by role (task time minus the fake servers\' own time), gpu01:')
+            for role, s in self.p3_roles:
+                print('  %-28s %6.2f s' % (role, s))
+        if self.fastest_rows:
+            print('\nsglang_selection: fastest on gpu01 (GPU figures sampled with nvidia-smi during each level):')
+            print('\n'.join(self.fastest_rows))
+        for n in self.notes:
+            print('note: ' + n)
+        print('logs and reports: %s' % self.out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--out', default=os.path.join(ROOT, 'reports', 'bench'))
+    ap.add_argument('--runs', type=int, default=20, help='P1 trials per failure class')
+    ap.add_argument('--skip-lab', action='store_true', help='only P1 and P5')
+    args = ap.parse_args()
+    if os.geteuid() != 0 and not args.skip_lab:
+        print('make bench needs root (the lab uses network namespaces and systemd); or run with --skip-lab')
+        return 2
+    if os.path.isdir(args.out):
+        shutil.rmtree(args.out)
+    os.makedirs(os.path.join(args.out, 'logs'))
+    b = Bench(args.out)
+    b.reports, b.fastest_rows, b.p3_roles = [], [], []
+    t0 = time.time()
+    steps = [b.p5_loadgen, lambda: b.p1_detect(args.runs)]
+    for step in steps:
+        try:
+            step()
+        except Exception as e:  # print what was measured, report the rest
+            b.failed.append(str(e))
+            log('FAILED: %s' % e)
+    if not args.skip_lab:
+        log('waiting for the lab lock %s' % LOCK)
+        with open(LOCK, 'a') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            log('lab lock held')
+            try:
+                b.lab_down()
+                b.lab('up')
+                for step in (b.p4_cleanup, b.fastest):
+                    try:
+                        step()
+                    except Exception as e:
+                        b.failed.append(str(e))
+                        log('FAILED: %s' % e)
+                try:
+                    b.p3_p6()
+                except Exception as e:
+                    b.failed.append(str(e))
+                    log('FAILED: %s' % e)
+                b.p2()
+            finally:
+                b.lab_down()
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                log('lab down, lock released')
+    p7 = os.path.join(HERE, 'p7_screen.py')
+    if os.path.exists(p7):
+        log('P7: %s' % p7)
+        rc, dummy, text = b.sh([sys.executable, p7], 'p7-screen', env=b.ansible_env(), check=False)
+        b.notes.append('P7 (tests/bench/p7_screen.py, rc %s):\n%s' % (rc, text.strip()[-3000:]))
+        if rc != 0:
+            b.failed.append('P7 exited %s' % rc)
+    b.print_table()
+    print('bench: %.0f s in all' % (time.time() - t0))
+    if b.failed:
+        print('\nnot measured:')
+        for f in b.failed:
+            print('  ' + f.splitlines()[0])
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,175 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fixtures of the fault and bad-input suite (root, the lab).
+
+The session holds /var/tmp/llmserve-lab.lock from start to end, brings the lab up once, installs the suite's
+behaviour table on the GPU hosts, deploys a baseline once (so a unit, env file, record and service exist) and takes
+the lab down at the end.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECKOUT = os.path.dirname(os.path.dirname(HERE))
+LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py")]
+LOCK = "/var/tmp/llmserve-lab.lock"
+KEY = "/var/tmp/llmserve-lab/ssh/id_ed25519"
+IPS = {"gpu01": "10.77.0.11", "pve01": "10.77.0.12", "ct129": "10.77.0.13"}
+SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+            "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
+PLAYBOOK = [os.path.join(CHECKOUT, ".venv", "bin", "ansible-playbook"), "playbooks/deploy.yml", "-i", "inventories/lab"]
+SERVICE = "sglang"
+UNIT = "/etc/systemd/system/sglang.service"
+ENV_FILE = "/etc/llmserve/sglang.env"
+STATE = "/var/lib/llmserve/sglang"
+BEHAVIOUR = os.path.join(HERE, "behaviour.yml")
+
+# The suite's baseline: the lab inventory's deployment with only the known-good configuration, a short fake load.
+BASE_VARS = {
+    "sglang_candidates": [],
+    "sglang_env": {"CUDA_HOME": "/usr/local/cuda-13.0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                   "FAKE_SGLANG_LOAD_SECONDS": "0.3"},
+    "sglang_hang_timeout": 4,
+    "gpu_cleanup_term_grace": 2,
+    "gpu_cleanup_stop_timeout": 8,
+}
+
+
+def ssh(host, cmd, check=True, timeout=60):
+    """Run a shell command on a lab host; -> CompletedProcess."""
+    cp = subprocess.run(["ssh", "-i", KEY] + SSH_OPTS + ["root@%s" % IPS[host], cmd], capture_output=True,
+                        text=True, timeout=timeout, check=False)
+    if check and cp.returncode != 0:
+        raise AssertionError("%s: %r -> %s\n%s\n%s" % (host, cmd, cp.returncode, cp.stdout, cp.stderr))
+    return cp
+
+
+# What "untouched" means: unit, env file (content, mode, owner), the service's state and the record, byte for byte.
+SNAPSHOT = ("for f in {unit} {env} {state}/record.json; do echo \"== $f\"; "
+            "stat -c '%a %U:%G %s %Y' \"$f\" 2>&1; sha256sum \"$f\" 2>&1 | cut -c1-64; done; "
+            "echo '== unit state'; systemctl show -p ActiveState,SubState,MainPID,ExecMainStartTimestamp,"
+            "UnitFileState,InvocationID {svc}.service; echo '== state dir'; ls -A {state} 2>&1; "
+            "echo '== backups'; ls -A {state}/backups 2>&1").format(unit=UNIT, env=ENV_FILE, state=STATE,
+                                                                   svc=SERVICE)
+
+
+def snapshot(host):
+    return ssh(host, SNAPSHOT).stdout
+
+
+def deploy(extra_vars=None, limit=None, args=(), timeout=400, report_dir=None, inventory=None):
+    """ansible-playbook playbooks/deploy.yml -i inventories/lab -e @vars.json; -> (rc, output, reports dict)."""
+    data = dict(BASE_VARS)
+    data.update(extra_vars or {})
+    report_dir = report_dir or tempfile.mkdtemp(prefix="llmserve-it-")
+    data.setdefault("sglang_report_dir", report_dir)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(data, handle)
+        vars_file = handle.name
+    cmd = list(PLAYBOOK) + ["-e", "@" + vars_file] + list(args)
+    if inventory:
+        cmd[cmd.index("inventories/lab")] = inventory
+    if limit:
+        cmd += ["--limit", limit]
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(CHECKOUT, ".tmp", "collections"),
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    cp = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    os.unlink(vars_file)
+    reports = {}
+    for name in os.listdir(report_dir):
+        if name.endswith(".json"):
+            with open(os.path.join(report_dir, name)) as handle:
+                reports[name[:-5]] = json.load(handle)
+    return cp.returncode, cp.stdout + cp.stderr, reports
+
+
+def playbook_env():
+    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(CHECKOUT, ".tmp", "collections"),
+                ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+
+
+def serving_pids(host):
+    """MainPID and the PIDs of the sglang unit's cgroup."""
+    out = ssh(host, "systemctl show -p MainPID --value %s.service; "
+                    "cat /sys/fs/cgroup$(systemctl show -p ControlGroup --value %s.service)/cgroup.procs "
+                    "2>/dev/null || true" % (SERVICE, SERVICE)).stdout.split()
+    return int(out[0]), set(int(p) for p in out[1:])
+
+
+def gpu_pids(host):
+    """PIDs nvidia-smi lists as compute apps."""
+    out = ssh(host, "nvidia-smi --query-compute-apps=pid --format=csv,noheader").stdout
+    return set(int(x) for x in out.split())
+
+
+def wait_for(predicate, timeout, step=0.5):
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+class Results(object):
+    """Rows for the README table: (group, case, expected, observed, ok)."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, group, case, observed, ok=True):
+        self.rows.append((group, case, observed, ok))
+
+
+RESULTS = Results()
+
+
+@pytest.fixture(scope="session")
+def results():
+    return RESULTS
+
+
+def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argument
+    if RESULTS.rows:
+        path = os.environ.get("LLMSERVE_SUITE_RESULTS", "/tmp/llmserve-suite-results.md")
+        with open(path, "w") as handle:
+            handle.write("| group | case | what happened | ok |\n|---|---|---|---|\n")
+            for group, case, observed, ok in RESULTS.rows:
+                handle.write("| %s | %s | %s | %s |\n" % (group, case, observed.replace("|", "/").replace("\n", " "),
+                                                           "yes" if ok else "NO"))
+
+
+@pytest.fixture(scope="session")
+def lab():
+    """The lab, up once for the session under the lab lock, with the suite's baseline deployed."""
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root")
+    lock = open(LOCK, "a+")  # pylint: disable=consider-using-with
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        cp = subprocess.run(LABCTL + ["up"], capture_output=True, text=True, timeout=240, check=False)
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        for host in ("gpu01", "ct129"):
+            ssh(host, "cp %s /etc/fake-sglang/behaviour.yml" % BEHAVIOUR)
+        rc, out, reports = deploy()
+        assert rc == 0, out[-4000:]
+        assert all(r["final_state"] == "serving" for r in reports.values()), reports
+        yield {"baseline": reports}
+    finally:
+        subprocess.run(LABCTL + ["down"], capture_output=True, text=True, timeout=240, check=False)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+sys.path.insert(0, HERE)

@@ -1,0 +1,160 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Bad inputs: each stops the deploy with a message naming the variable and the fix, before any host changes."""
+
+from __future__ import absolute_import, division, print_function
+
+import os
+import tempfile
+
+import pytest
+
+from conftest import CHECKOUT, deploy, snapshot, ssh, serving_pids, gpu_pids
+
+KG = {"name": "known-good", "moe_runner_backend": "flashinfer_cutlass", "fp4_gemm_backend": "flashinfer_cudnn"}
+
+# id, extra vars, strings the error must contain, host (gpu01 unless a container case)
+CASES = [
+    ("misspelt-moe-backend", {"sglang_candidates": [{"name": "typo", "moe_runner_backend": "flashinfer_cutlas"}]},
+     ["sglang_candidates[0].moe_runner_backend", "did you mean 'flashinfer_cutlass'"], "gpu01"),
+    ("misspelt-known-good-backend", {"sglang_known_good": dict(KG, moe_runner_backend="flashinfer_cutlas")},
+     ["sglang_known_good", "flashinfer_cutlass"], "gpu01"),
+    ("unknown-flag-in-extra-args", {"sglang_extra_args": ["--nsa-prefill-backend", "flashmla_sparse"]},
+     ["sglang_extra_args", "--nsa-prefill-backend"], "gpu01"),
+    ("misspelt-flag-in-extra-args", {"sglang_extra_args": ["--chunked-prefil-size", "8192"]},
+     ["sglang_extra_args", "did you mean --chunked-prefill-size"], "gpu01"),
+    ("bad-choice-in-extra-args", {"sglang_extra_args": ["--attention-backend", "flashinfo"]},
+     ["sglang_extra_args", "flashinfer"], "gpu01"),
+    ("tp-size-above-gpu-count", {"sglang_tp_size": 16}, ["sglang_tp_size=16", "at most 8"], "gpu01"),
+    ("tp-size-negative", {"sglang_tp_size": -2}, ["sglang_tp_size=-2"], "gpu01"),
+    ("model-path-empty", {"sglang_model_path": ""}, ["sglang_model_path", "must not be empty"], "gpu01"),
+    ("model-path-null", {"sglang_model_path": None}, ["sglang_model_path", "must not be empty"], "gpu01"),
+    ("served-name-with-colon", {"sglang_served_model_name": "qwen:latest"},
+     ["sglang_served_model_name", "qwen-latest"], "gpu01"),
+    ("port-zero", {"sglang_port": 0}, ["sglang_port", "1-65535"], "gpu01"),
+    ("port-70000", {"sglang_port": 70000}, ["sglang_port", "1-65535"], "gpu01"),
+    ("port-not-a-number", {"sglang_port": "abc"}, ["sglang_port", "int"], "gpu01"),
+    ("api-key-in-extra-args", {"sglang_extra_args": ["--api-key", "sk-in-extra-args-123"]},
+     ["sglang_extra_args", "--api-key", "api_key"], "gpu01"),
+    ("env-name-with-dash", {"sglang_env": {"BAD-NAME": "1"}}, ["sglang_env", "BAD-NAME"], "gpu01"),
+    ("env-name-leading-digit", {"sglang_env": {"1CUDA": "1"}}, ["sglang_env", "1CUDA"], "gpu01"),
+    ("candidate-env-bad-name", {"sglang_candidates": [{"name": "a", "env": {"A B": "1"}}]},
+     ["sglang_candidates[0].env", "A B"], "gpu01"),
+    ("candidates-not-a-list", {"sglang_candidates": {"name": "a"}}, ["sglang_candidates", "list"], "gpu01"),
+    ("candidates-list-of-strings", {"sglang_candidates": ["flashinfer_cutlass"]}, ["sglang_candidates"], "gpu01"),
+    ("candidate-duplicate-names", {"sglang_candidates": [{"name": "a"}, {"name": "a", "attention_backend": "triton"}]},
+     ["sglang_candidates[1].name", "unique"], "gpu01"),
+    ("candidate-unknown-key", {"sglang_candidates": [{"name": "a", "moe_backend": "flashinfer_cutlass"}]},
+     ["sglang_candidates[0]", "moe_backend", "allowed keys"], "gpu01"),
+    ("candidate-without-name", {"sglang_candidates": [{"moe_runner_backend": "flashinfer_cutlass"}]},
+     ["sglang_candidates[0].name", "missing"], "gpu01"),
+    ("candidate-name-with-slash", {"sglang_candidates": [{"name": "a/b"}]}, ["sglang_candidates[0].name"], "gpu01"),
+    ("candidate-extra-args-string", {"sglang_candidates": [{"name": "a", "extra_args": "--enable-metrics"}]},
+     ["sglang_candidates[0].extra_args", "list"], "gpu01"),
+    ("candidate-force-not-bool", {"sglang_candidates": [{"name": "a", "force": "yes"}]},
+     ["sglang_candidates[0].force", "true or false"], "gpu01"),
+    ("selection-not-a-choice", {"sglang_selection": "best"}, ["sglang_selection", "first_ready", "fastest"], "gpu01"),
+    ("ready-timeout-not-int", {"sglang_ready_timeout": "soon"}, ["sglang_ready_timeout"], "gpu01"),
+    ("python-missing", {"sglang_python": "/opt/nowhere/bin/python3"}, ["sglang_python=/opt/nowhere/bin/python3"], "gpu01"),
+    ("python-without-sglang", {"sglang_python": "/usr/bin/python3"}, ["sglang_python=/usr/bin/python3", "SGLang"], "gpu01"),
+    ("service-name-invalid", {"sglang_service_name": "my service"}, ["sglang_service_name"], "gpu01"),
+    ("vmid-does-not-exist", {"sglang_proxmox_vmid": 999}, ["sglang_proxmox_vmid=999", "pct list"], "ct129"),
+    ("node-not-in-inventory", {"sglang_proxmox_node": "pve99"}, ["sglang_proxmox_node", "pve99"], "ct129"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input(lab, results, case):  # pylint: disable=unused-argument,redefined-outer-name
+    name, extra, expect, host = case
+    before = snapshot(host)
+    rc, out, _reports = deploy(extra, limit=host)
+    after = snapshot(host)
+    missing = [e for e in expect if e not in out]
+    first = [line.strip() for line in out.splitlines() if "msg:" in line or "fatal:" in line or "ERROR" in line][:3]
+    results.add("bad input", name, "rc=%s; %s" % (rc, " ".join(first)[:160]), rc != 0 and not missing and before == after)
+    assert rc != 0, out[-3000:]
+    assert not missing, "error does not name %s:\n%s" % (missing, out[-3000:])
+    assert before == after, "host changed:\n--- before\n%s\n--- after\n%s" % (before, after)
+
+
+def test_port_taken_by_another_process(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    ssh("gpu01", "systemd-run --unit=it-port-squatter /usr/bin/python3 -m http.server --bind 0.0.0.0 31999")
+    try:
+        assert ssh("gpu01", "for i in $(seq 50); do ss -Hltn 'sport = :31999' | grep -q . && exit 0; sleep 0.1; done; exit 1",
+                   check=False).returncode == 0
+        before = snapshot("gpu01")
+        rc, out, _ = deploy({"sglang_port": 31999}, limit="gpu01")
+        after = snapshot("gpu01")
+        ok = rc != 0 and "sglang_port=31999 is already in use" in out and before == after
+        results.add("bad input", "port-taken-by-another-process", "rc=%s; names sglang_port and the holder" % rc, ok)
+        assert rc != 0 and "sglang_port=31999 is already in use" in out, out[-3000:]
+        assert before == after
+        assert ssh("gpu01", "systemctl is-active it-port-squatter", check=False).stdout.strip() == "active"
+    finally:
+        ssh("gpu01", "systemctl stop it-port-squatter", check=False)
+
+
+def test_nvidia_smi_missing(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    ssh("gpu01", "mv /usr/bin/nvidia-smi /usr/bin/nvidia-smi.it-aside")
+    try:
+        before = snapshot("gpu01")
+        rc, out, _ = deploy({}, limit="gpu01")
+        after = snapshot("gpu01")
+    finally:
+        ssh("gpu01", "mv /usr/bin/nvidia-smi.it-aside /usr/bin/nvidia-smi")
+    ok = rc != 0 and "nvidia-smi" in out and before == after
+    results.add("bad input", "nvidia-smi-missing", "rc=%s; names nvidia-smi" % rc, ok)
+    assert rc != 0 and "nvidia-smi" in out, out[-3000:]
+    assert before == after
+
+
+def test_proxmox_node_unreachable(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    inv = tempfile.mkdtemp(prefix="llmserve-it-inv-")
+    os.symlink(os.path.join(CHECKOUT, "inventories", "lab", "group_vars"), os.path.join(inv, "group_vars"))
+    with open(os.path.join(inv, "hosts.yml"), "w") as handle:
+        handle.write("all:\n  children:\n    sglang_servers:\n      hosts:\n        ct129:\n"
+                     "          ansible_host: 10.77.0.13\n          sglang_proxmox_node: pve01\n"
+                     "          sglang_proxmox_vmid: 129\n    proxmox_nodes:\n      hosts:\n"
+                     "        pve01:\n          ansible_host: 10.77.0.250\n")
+    before = snapshot("ct129")
+    rc, out, _ = deploy({"ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+                                                    "-o ConnectTimeout=3"}, inventory=inv)
+    after = snapshot("ct129")
+    ok = rc != 0 and "sglang_proxmox_node=pve01 (10.77.0.250) is unreachable" in out and before == after
+    results.add("bad input", "proxmox-node-unreachable", "rc=%s; names sglang_proxmox_node" % rc, ok)
+    assert ok, out[-3000:]
+
+
+def test_arch_unsupported_is_skipped_not_started(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    main_before, _ = serving_pids("gpu01")
+    before = snapshot("gpu01")
+    rc, out, reports = deploy({"sglang_candidates": [{"name": "trtllm-moe", "moe_runner_backend": "flashinfer_trtllm"}]},
+                              limit="gpu01")
+    after = snapshot("gpu01")
+    entry = reports["gpu01"]["candidates"][0]
+    main_after, _ = serving_pids("gpu01")
+    ok = (rc == 0 and entry["outcome"] == "skipped" and entry["reason"] == "arch_unsupported"
+          and main_before == main_after)
+    results.add("bad input", "arch-unsupported-without-force",
+                "rc=%s; plan: %s/%s, serving PID unchanged" % (rc, entry["outcome"], entry["reason"]), ok)
+    assert rc == 0, out[-3000:]
+    assert (entry["outcome"], entry["reason"]) == ("skipped", "arch_unsupported"), entry
+    assert main_before == main_after, (before, after)
+    assert "Start trtllm-moe" not in out
+
+
+def test_container_stopped(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    """Last of the container cases: a stopped CT restarts from a fresh root, so the baseline there is gone after it."""
+    before = snapshot("gpu01")
+    ssh("pve01", "pct stop 129")
+    try:
+        rc, out, _ = deploy({})
+        status = ssh("pve01", "pct status 129").stdout.strip()
+    finally:
+        ssh("pve01", "pct start 129", check=False)
+    after = snapshot("gpu01")
+    ok = rc != 0 and "container 129 on pve01 is not running" in out and status == "status: stopped" and before == after
+    results.add("bad input", "container-stopped", "rc=%s; names the container, says pct start; gpu01 untouched" % rc, ok)
+    assert ok, out[-3000:]
+    assert gpu_pids("gpu01") == serving_pids("gpu01")[1] & gpu_pids("gpu01")

@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Safety: two deploys at once do not fight; the API key leaks nowhere; previous files are kept, bounded."""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import subprocess
+import tempfile
+
+from conftest import BASE_VARS, CHECKOUT, ENV_FILE, PLAYBOOK, STATE, UNIT, deploy, playbook_env, ssh
+
+KEY = "sk-it-Secret-7f3a9c0e51"
+
+
+def _popen(extra):
+    data = dict(BASE_VARS, sglang_report_dir=tempfile.mkdtemp(prefix="llmserve-it-"))
+    data.update(extra)
+    handle = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)  # pylint: disable=consider-using-with
+    json.dump(data, handle)
+    handle.close()
+    proc = subprocess.Popen(PLAYBOOK + ["-e", "@" + handle.name, "--limit", "gpu01"], cwd=CHECKOUT,  # pylint: disable=consider-using-with
+                            env=playbook_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc, handle.name
+
+
+def test_double_launch_does_not_fight(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    """AWX double launch: the same job twice at once on one host. One deploys, the other fails naming the holder."""
+    extra = {"sglang_env": dict(BASE_VARS["sglang_env"], IT_DOUBLE_LAUNCH="1")}
+    runs = [_popen(extra), _popen(extra)]
+    outs = []
+    for proc, path in runs:
+        out, _ = proc.communicate(timeout=400)
+        os.unlink(path)
+        outs.append((proc.returncode, out, proc.pid))
+    winners = [o for o in outs if o[0] == 0]
+    losers = [o for o in outs if o[0] != 0]
+    ok = (len(winners) == 1 and len(losers) == 1 and "is being deployed by another run" in losers[0][1]
+          and "ansible-playbook pid %d" % winners[0][2] in losers[0][1])
+    results.add("safety", "double launch on one host",
+                "rcs=%s; the second fails naming the first's ansible-playbook pid" % [o[0] for o in outs], ok)
+    assert len(winners) == 1, [o[1][-2000:] for o in outs]
+    assert "is being deployed by another run" in losers[0][1], losers[0][1][-3000:]
+    assert "ansible-playbook pid %d" % winners[0][2] in losers[0][1]
+    assert ssh("gpu01", "test -e %s/deploy.lock" % STATE, check=False).returncode != 0, "lock left behind"
+    assert ssh("gpu01", "grep -q IT_DOUBLE_LAUNCH=1 %s && systemctl is-active -q sglang" % ENV_FILE,
+               check=False).returncode == 0
+
+
+def test_stale_lock_is_taken_over(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    """A lock left by a run that is gone (same controller, PID not an ansible-playbook) is taken over."""
+    ssh("gpu01", "mkdir -p %s/deploy.lock && echo '{\"controller\": \"%s\", \"pid\": 999999, \"since\": 1}' > "
+                 "%s/deploy.lock/owner.json" % (STATE, os.uname()[1], STATE))
+    rc, out, reports = deploy({}, limit="gpu01")
+    ok = rc == 0 and reports["gpu01"]["final_state"] == "serving"
+    results.add("safety", "stale deploy lock (holder gone)", "rc=%s; taken over, lock removed at the end" % rc, ok)
+    assert ok, out[-3000:]
+    assert ssh("gpu01", "test -e %s/deploy.lock" % STATE, check=False).returncode != 0
+
+
+def test_api_key_leaks_nowhere(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    marker = "/run/it-secret-marker"
+    ssh("gpu01", "touch %s" % marker)
+    report_dir = tempfile.mkdtemp(prefix="llmserve-it-")
+    rc, out, reports = deploy({"sglang_api_key": KEY}, limit="gpu01", args=["-vvv"], report_dir=report_dir)
+    assert rc == 0, out[-3000:]
+    assert reports["gpu01"]["final_state"] == "serving"
+    in_output = KEY in out
+    in_reports = any(KEY in open(os.path.join(report_dir, n), errors="replace").read() for n in os.listdir(report_dir))
+    unit = ssh("gpu01", "cat %s" % UNIT).stdout
+    env_stat = ssh("gpu01", "stat -c '%%a %%U:%%G' %s" % ENV_FILE).stdout.strip()
+    env_has_key = KEY in ssh("gpu01", "cat %s" % ENV_FILE).stdout
+    # every world-readable file written since the deploy began (the hosts' roots are overlays: nothing else is new)
+    leaked = ssh("gpu01", "find / /run /tmp /var/log -xdev -newer %s -type f -perm -o+r -print0 2>/dev/null | "
+                          "xargs -0 -r grep -l -F -- '%s' 2>/dev/null || true" % (marker, KEY), timeout=180).stdout.split()
+    backups = ssh("gpu01", "find %s/backups /etc/llmserve -type f -perm -o+r 2>/dev/null" % STATE).stdout.split()
+    cmdline = ssh("gpu01", "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value sglang)/cmdline").stdout
+    ok = (not in_output and not in_reports and KEY not in unit and "${SGLANG_API_KEY}" in unit
+          and env_stat == "600 root:root" and env_has_key and not leaked and not backups)
+    results.add("secrets", "sglang_api_key with -vvv",
+                "in output: %s, reports: %s, unit: %s, env file %s, world-readable files with it: %d; "
+                "visible in /proc/PID/cmdline to root: %s" % (in_output, in_reports, KEY in unit, env_stat,
+                                                               len(leaked), KEY in cmdline), ok)
+    assert not in_output, [line for line in out.splitlines() if KEY in line][:5]
+    assert not in_reports
+    assert KEY not in unit and "${SGLANG_API_KEY}" in unit
+    assert env_stat == "600 root:root" and env_has_key
+    assert not leaked, leaked
+    assert not backups, backups
+    # and the server wants it: an unauthenticated request is refused
+    code = ssh("gpu01", "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models || "
+                        "/usr/bin/python3 -c \"import urllib.request as u\ntry:\n u.urlopen('http://127.0.0.1:30000/v1/models')\n"
+                        "except Exception as e: print(getattr(e, 'code', e))\"", check=False).stdout.strip()
+    assert "401" in code, code
+
+
+def test_previous_files_are_kept_bounded(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    """sglang_launch keeps timestamped backups of the unit and env file, at most backup_keep (5) of each."""
+    before = ssh("gpu01", "cat %s" % ENV_FILE).stdout
+    for i in range(3):
+        rc, out, _ = deploy({"sglang_env": dict(BASE_VARS["sglang_env"], IT_BACKUP_ROUND=str(i))}, limit="gpu01")
+        assert rc == 0, out[-3000:]
+    names = ssh("gpu01", "ls %s/backups" % STATE).stdout.split()
+    units = [n for n in names if n.startswith("sglang.service.")]
+    envs = [n for n in names if n.startswith("sglang.env.")]
+    newest_env = ssh("gpu01", "cat %s/backups/%s" % (STATE, sorted(envs)[-1])).stdout if envs else ""
+    modes = set(ssh("gpu01", "stat -c %%a %s/backups/*" % STATE).stdout.split())
+    ok = 0 < len(units) <= 5 and 0 < len(envs) <= 5 and "IT_BACKUP_ROUND=1" in newest_env and modes <= {"600"}
+    results.add("safety", "previous unit/env kept as backups",
+                "%d unit + %d env backups (keep 5), newest env = the previous one, modes %s" % (
+                    len(units), len(envs), sorted(modes)), ok)
+    assert 0 < len(units) <= 5 and 0 < len(envs) <= 5, names
+    assert "IT_BACKUP_ROUND=1" in newest_env, newest_env
+    assert modes <= {"600"}, modes
+    assert before  # the baseline env file existed
