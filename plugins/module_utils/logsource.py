@@ -153,6 +153,14 @@ class JournalLog(object):
                 out.append((part, ts))
         return out
 
+    def sync(self):
+        """Make journald process what it has queued before the next read.
+
+        journald handles a sync request only after the messages already queued on its sockets, so after a
+        process died this brings in the last lines it wrote (a traceback) even when journald lags behind.
+        """
+        self.run_command([self.journalctl, '--sync'])
+
     def poll(self, wait):
         if self.mode == 'follow' and self.proc is not None:
             if self.proc.poll() is not None and not self.buf:

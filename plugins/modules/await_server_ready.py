@@ -529,6 +529,9 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time)
         # the process
         if dead_at is None and watch.dead(now):
             dead_at = now
+            if not state.reason and hasattr(log, 'sync'):
+                # nothing fatal seen yet: let journald catch up before calling it a silent kill
+                log.sync()
         if dead_at is not None:
             # drain what the dying process still wrote (journal may lag a little), then decide
             if (not lines and now - dead_at >= p['drain_min']) or now - dead_at > p['drain_max'] or check_mode:

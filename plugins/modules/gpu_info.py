@@ -256,7 +256,11 @@ def main():
         proxmox_node=proxmox_node,
         container=gpu_holders.in_container(),
     )
-    if params['sglang_python']:
+    if params['sglang_python'] and not os.access(params['sglang_python'], os.X_OK):
+        result['sglang'] = dict(installed=False, version=None, python=params['sglang_python'], python_version=None,
+                                source=None, options=[],
+                                error='%s does not exist or is not executable' % params['sglang_python'])
+    elif params['sglang_python']:
         result['sglang'] = sglang_flags.read_installed(module.run_command, params['sglang_python'])
     else:
         result['sglang'] = dict(installed=None, version=None, python=None, python_version=None, source=None,

@@ -60,8 +60,8 @@ SNAPSHOT = ("for f in {unit} {env} {state}/record.json; do echo \"== $f\"; "
             "stat -c '%a %U:%G %s %Y' \"$f\" 2>&1; sha256sum \"$f\" 2>&1 | cut -c1-64; done; "
             "echo '== unit state'; systemctl show -p ActiveState,SubState,MainPID,ExecMainStartTimestamp,"
             "UnitFileState,InvocationID {svc}.service; echo '== state dir'; ls -A {state} 2>&1; "
-            "echo '== backups'; ls -A {state}/backups 2>&1").format(unit=UNIT, env=ENV_FILE, state=STATE,
-                                                                   svc=SERVICE)
+            "echo '== backups'; ls -A {state}/backups 2>&1").format(
+                unit=UNIT, env=ENV_FILE, state=STATE, svc=SERVICE)
 
 
 def snapshot(host):
@@ -74,7 +74,7 @@ def deploy(extra_vars=None, limit=None, args=(), timeout=400, report_dir=None, i
     data.update(extra_vars or {})
     report_dir = report_dir or tempfile.mkdtemp(prefix="llmserve-it-")
     data.setdefault("sglang_report_dir", report_dir)
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
         json.dump(data, handle)
         vars_file = handle.name
     cmd = list(PLAYBOOK) + ["-e", "@" + vars_file] + list(args)
@@ -89,7 +89,7 @@ def deploy(extra_vars=None, limit=None, args=(), timeout=400, report_dir=None, i
     reports = {}
     for name in os.listdir(report_dir):
         if name.endswith(".json"):
-            with open(os.path.join(report_dir, name)) as handle:
+            with open(os.path.join(report_dir, name), encoding="utf-8") as handle:
                 reports[name[:-5]] = json.load(handle)
     return cp.returncode, cp.stdout + cp.stderr, reports
 
@@ -143,11 +143,11 @@ def results():
 def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argument
     if RESULTS.rows:
         path = os.environ.get("LLMSERVE_SUITE_RESULTS", "/tmp/llmserve-suite-results.md")
-        with open(path, "w") as handle:
+        with open(path, "w", encoding="utf-8") as handle:
             handle.write("| group | case | what happened | ok |\n|---|---|---|---|\n")
             for group, case, observed, ok in RESULTS.rows:
-                handle.write("| %s | %s | %s | %s |\n" % (group, case, observed.replace("|", "/").replace("\n", " "),
-                                                           "yes" if ok else "NO"))
+                text = observed.replace("|", "/").replace("\n", " ")
+                handle.write("| %s | %s | %s | %s |\n" % (group, case, text, "yes" if ok else "NO"))
 
 
 @pytest.fixture(scope="session")
@@ -155,7 +155,7 @@ def lab():
     """The lab, up once for the session under the lab lock, with the suite's baseline deployed."""
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
-    lock = open(LOCK, "a+")  # pylint: disable=consider-using-with
+    lock = open(LOCK, "a+", encoding="utf-8")  # pylint: disable=consider-using-with
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
         cp = subprocess.run(LABCTL + ["up"], capture_output=True, text=True, timeout=240, check=False)

@@ -84,7 +84,7 @@ def test_port_taken_by_another_process(lab, results):  # pylint: disable=unused-
         assert ssh("gpu01", "for i in $(seq 50); do ss -Hltn 'sport = :31999' | grep -q . && exit 0; sleep 0.1; done; exit 1",
                    check=False).returncode == 0
         before = snapshot("gpu01")
-        rc, out, _ = deploy({"sglang_port": 31999}, limit="gpu01")
+        rc, out, _reports = deploy({"sglang_port": 31999}, limit="gpu01")
         after = snapshot("gpu01")
         ok = rc != 0 and "sglang_port=31999 is already in use" in out and before == after
         results.add("bad input", "port-taken-by-another-process", "rc=%s; names sglang_port and the holder" % rc, ok)
@@ -99,7 +99,7 @@ def test_nvidia_smi_missing(lab, results):  # pylint: disable=unused-argument,re
     ssh("gpu01", "mv /usr/bin/nvidia-smi /usr/bin/nvidia-smi.it-aside")
     try:
         before = snapshot("gpu01")
-        rc, out, _ = deploy({}, limit="gpu01")
+        rc, out, _reports = deploy({}, limit="gpu01")
         after = snapshot("gpu01")
     finally:
         ssh("gpu01", "mv /usr/bin/nvidia-smi.it-aside /usr/bin/nvidia-smi")
@@ -112,14 +112,13 @@ def test_nvidia_smi_missing(lab, results):  # pylint: disable=unused-argument,re
 def test_proxmox_node_unreachable(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
     inv = tempfile.mkdtemp(prefix="llmserve-it-inv-")
     os.symlink(os.path.join(CHECKOUT, "inventories", "lab", "group_vars"), os.path.join(inv, "group_vars"))
-    with open(os.path.join(inv, "hosts.yml"), "w") as handle:
+    with open(os.path.join(inv, "hosts.yml"), "w", encoding="utf-8") as handle:
         handle.write("all:\n  children:\n    sglang_servers:\n      hosts:\n        ct129:\n"
                      "          ansible_host: 10.77.0.13\n          sglang_proxmox_node: pve01\n"
                      "          sglang_proxmox_vmid: 129\n    proxmox_nodes:\n      hosts:\n"
                      "        pve01:\n          ansible_host: 10.77.0.250\n")
     before = snapshot("ct129")
-    rc, out, _ = deploy({"ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-                                                    "-o ConnectTimeout=3"}, inventory=inv)
+    rc, out, _reports = deploy({}, inventory=inv)
     after = snapshot("ct129")
     ok = rc != 0 and "sglang_proxmox_node=pve01 (10.77.0.250) is unreachable" in out and before == after
     results.add("bad input", "proxmox-node-unreachable", "rc=%s; names sglang_proxmox_node" % rc, ok)
@@ -127,20 +126,24 @@ def test_proxmox_node_unreachable(lab, results):  # pylint: disable=unused-argum
 
 
 def test_arch_unsupported_is_skipped_not_started(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
-    main_before, _ = serving_pids("gpu01")
+    main_before, _procs = serving_pids("gpu01")
     before = snapshot("gpu01")
     rc, out, reports = deploy({"sglang_candidates": [{"name": "trtllm-moe", "moe_runner_backend": "flashinfer_trtllm"}]},
-                              limit="gpu01")
+                              limit="gpu01", args=["-v"])
+    with open("/tmp/llmserve-it-arch-unsupported.log", "w", encoding="utf-8") as handle:
+        handle.write(out)
     after = snapshot("gpu01")
+    assert "gpu01" in reports, out[-4000:]
     entry = reports["gpu01"]["candidates"][0]
-    main_after, _ = serving_pids("gpu01")
+    main_after, _procs = serving_pids("gpu01")
     ok = (rc == 0 and entry["outcome"] == "skipped" and entry["reason"] == "arch_unsupported"
           and main_before == main_after)
     results.add("bad input", "arch-unsupported-without-force",
                 "rc=%s; plan: %s/%s, serving PID unchanged" % (rc, entry["outcome"], entry["reason"]), ok)
     assert rc == 0, out[-3000:]
     assert (entry["outcome"], entry["reason"]) == ("skipped", "arch_unsupported"), entry
-    assert main_before == main_after, (before, after)
+    assert main_before == main_after, "\n".join([before, after] + [line for line in out.splitlines()
+                                                                   if "reuse" in line.lower() or "msg" in line][:40])
     assert "Start trtllm-moe" not in out
 
 
@@ -149,7 +152,7 @@ def test_container_stopped(lab, results):  # pylint: disable=unused-argument,red
     before = snapshot("gpu01")
     ssh("pve01", "pct stop 129")
     try:
-        rc, out, _ = deploy({})
+        rc, out, _reports = deploy({})
         status = ssh("pve01", "pct status 129").stdout.strip()
     finally:
         ssh("pve01", "pct start 129", check=False)

@@ -5,6 +5,7 @@
 
 from __future__ import absolute_import, division, print_function
 
+import json
 import os
 import signal
 import subprocess
@@ -48,9 +49,11 @@ def test_faults_fall_back_to_known_good(lab, results):  # pylint: disable=unused
     assert wait_for(lambda: len(gpu_pids(host)) >= 3 + len(serving_pids(host)[1] & gpu_pids(host)), 10)
     stale = _main_pid(host, "it-stale-holder")
     decoys = {u: _main_pid(host, u) for u in ("it-decoy-sleep", "it-decoy-named", "it-decoy-pid")}
-    candidates = [{"name": n, "env": {"LAB_SCENARIO": s}, "force": True} for n, s, _ in FAULTS]
+    candidates = [{"name": n, "env": {"LAB_SCENARIO": s}, "force": True} for n, s, _reasons in FAULTS]
     t0 = time.time()
     rc, out, reports = deploy({
+        # a base configuration of its own: the serving one is not reused, every candidate is tried
+        "sglang_env": dict(BASE_VARS["sglang_env"], IT_SCENARIO_RUN="faults"),
         "sglang_candidates": candidates,
         "sglang_benchmark": {"enabled": True, "concurrency": [2], "num_prompts": 6, "input_len": 16, "output_len": 8},
         "gpu_cleanup_protected_names": ["keepme-holder"],
@@ -97,19 +100,20 @@ def test_faults_fall_back_to_known_good(lab, results):  # pylint: disable=unused
 
 def _interrupt(sig, results):
     """Start a deploy whose candidate loads slowly; send sig to ansible-playbook during the trial."""
-    vars_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)  # pylint: disable=consider-using-with
+    vars_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8")  # pylint: disable=consider-using-with
     data = dict(BASE_VARS, sglang_candidates=[{"name": "slow", "env": {"LAB_SCENARIO": "slow"}, "force": True}],
+                sglang_env=dict(BASE_VARS["sglang_env"], IT_SCENARIO_RUN="interrupt-%s" % sig),
                 sglang_report_dir=tempfile.mkdtemp(prefix="llmserve-it-"))
-    vars_file.write(__import__("json").dumps(data))
+    vars_file.write(json.dumps(data))
     vars_file.close()
     proc = subprocess.Popen(PLAYBOOK + ["-e", "@" + vars_file.name, "--limit", "gpu01"], cwd=CHECKOUT,  # pylint: disable=consider-using-with
                             env=playbook_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        started = wait_for(lambda: ssh("gpu01", "grep -q LAB_SCENARIO=slow /etc/llmserve/sglang.env && "
+        started = wait_for(lambda: ssh("gpu01", "grep -q LAB_SCENARIO=.slow. /etc/llmserve/sglang.env && "
                                                 "systemctl is-active -q sglang.service", check=False).returncode == 0, 90)
         time.sleep(1.0)
         proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=60)
+        out, _err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()

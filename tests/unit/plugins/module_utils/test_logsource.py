@@ -71,3 +71,15 @@ def test_journal_without_invocation_uses_unit_and_since():
                                since='@1700000000', mode='poll')
     src.poll(0)
     assert '_SYSTEMD_UNIT=u.service' in calls[0] and calls[0][calls[0].index('--since') + 1] == '@1700000000'
+
+
+def test_journal_sync_asks_journald_to_catch_up():
+    calls = []
+
+    def run(argv):
+        calls.append(list(argv))
+        return 0, '', ''
+
+    log = logsource.JournalLog(run, '/usr/bin/journalctl', 'sglang.service', 'abc123', mode='poll')
+    log.sync()
+    assert calls[-1] == ['/usr/bin/journalctl', '--sync']
