@@ -4,7 +4,7 @@
 #   make test       run every gate in sequence, then print one summary line per gate
 #   make demo       bring the lab up, deploy on it, show the report, take the lab down
 #
-# One gate at a time: make lint | sanity | units | docs-lint | importer | molecule | lab-tests | suite
+# One gate at a time: make lint | sanity | units | docs-lint | importer | molecule | lab-tests | suite | awx-tests
 # `make help` lists everything. See CONTRIBUTING.md.
 
 SHELL := /bin/bash
@@ -53,7 +53,7 @@ APT_PACKAGES := $(sort make git tar ca-certificates python3 python3-venv openssh
 	psmisc python3-yaml python-is-python3 iproute2 procps util-linux systemd dbus shellcheck \
 	$(shell sed -e 's/\#.*//' tests/lab/requirements-apt.txt 2>/dev/null))
 
-GATES := lint sanity units docs-lint importer molecule lab-tests suite
+GATES := lint sanity units docs-lint importer molecule lab-tests suite awx-tests
 
 # $(call need,tool[,venv-bin-dir]) -- fail with the exact command to run when a tool is missing.
 define need
@@ -72,7 +72,7 @@ define need_venv
 endef
 
 .PHONY: help setup setup-apt setup-venv setup-importer setup-ansible-test links tree test $(GATES) \
-	lab-up lab-down lab-status demo bench gpu-check build clean
+	lab-up lab-down lab-status demo bench gpu-check build ee-context clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -247,6 +247,19 @@ suite: links ## fault and bad-input suite: pytest tests/integration on the lab (
 	@test "$$(id -u)" = 0 || { echo "ERROR: the suite needs the lab, which needs root. Run as root."; exit 2; }
 	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/integration -v -p no:cacheprovider \
 	  --durations=15 $(PYTEST_ARGS)
+
+awx-tests: links ## pytest tests/awx: EE build context, survey vs argument specs, ansible-runner on the lab (root, lab lock)
+	$(need_venv)
+	$(call need,pytest)
+	@test "$$(id -u)" = 0 || { echo "ERROR: the ansible-runner test needs the lab, which needs root. Run as root."; exit 2; }
+	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/awx -v -p no:cacheprovider --durations=10 $(PYTEST_ARGS)
+
+ee-context: build ## execution environment build context: .tmp/ee/context (ansible-builder create; no engine, no network)
+	$(call need,ansible-builder)
+	@mkdir -p .tmp/ee && rm -rf .tmp/ee/context
+	cp "$(BUILD)/dist/$(NAMESPACE)-$(NAME)-$(VERSION).tar.gz" .tmp/ee/$(NAMESPACE)-$(NAME).tar.gz
+	ansible-builder create -f extensions/ee/execution-environment.yml -c .tmp/ee/context --output-filename Containerfile
+	@echo "RESULT: build context in .tmp/ee/context; build it with: ansible-builder build -f extensions/ee/execution-environment.yml -c .tmp/ee/context -t llmserve-sglang-ee:$(VERSION)"
 
 # ---------------------------------------------------------------- lab and demo
 

@@ -41,6 +41,7 @@ def nvidia_smi(apps_pid=None, fail=None):
 
 
 def test_facts_in_three_nvidia_smi_calls(monkeypatch):
+    monkeypatch.setattr(gpu_info.os, 'access', lambda path, mode: True)  # the mocked interpreter path exists
     result, failed, calls = run_mocked(gpu_info.main, {'sglang_python': '/root/ml-env/bin/python3'}, monkeypatch,
                                        nvidia_smi(apps_pid=os.getpid()))
     assert not failed, result
