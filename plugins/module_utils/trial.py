@@ -64,12 +64,29 @@ def outcome(await_result, smoke_result=None, seconds=0.0):
                     'checks': [{'name': c.get('name'), 'ok': c.get('ok'), 'text': c.get('text')}
                                for c in smoke_result.get('checks') or []]}
     res['benchmark'] = smoke_result.get('benchmark')
-    if smoke_result.get('ok'):
+    broken = benchmark_failures(res['benchmark'])
+    if smoke_result.get('ok') and broken:
+        # answered the smoke test, then failed requests under load (for example the server died): not ready
+        res.update(outcome='failed', reason='unhealthy', evidence=broken)
+    elif smoke_result.get('ok'):
         res.update(outcome='ready', reason=None, evidence=_first(await_result.get('evidence')))
     else:
         res.update(outcome='failed', reason=smoke_result.get('reason') or 'smoke_failed',
                    evidence=_first(smoke_result.get('evidence')) or smoke_result.get('msg'))
     return res
+
+
+def benchmark_failures(benchmark):
+    """'benchmark: N of M requests failed at concurrency C (first error)' for the first level with failures, else None."""
+    levels = (benchmark or {}).get('concurrency') or {}
+    for level in sorted(levels, key=int):
+        figures = levels[level] or {}
+        failed = figures.get('failed') or 0
+        if failed:
+            errors = figures.get('errors') or []
+            return 'benchmark: %s of %s requests failed at concurrency %s%s' % (
+                failed, failed + (figures.get('completed') or 0), level, (': %s' % errors[0]) if errors else '')
+    return None
 
 
 def benchmark_value(benchmark, metric='output_throughput'):
