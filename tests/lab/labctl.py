@@ -358,6 +358,15 @@ def wait_running(name: str, pid: int, ip: str, deadline: float) -> str:
     raise RuntimeError(f"{name}: not up in time (systemd state {state!r}, ssh {'open' if port_open(ip) else 'closed'})")
 
 
+def forget_ssh_masters():
+    """Drop Ansible's SSH ControlPersist sockets for the lab (inventories/lab sets ansible_control_path_dir there).
+
+    A master connection to a host that was taken down hangs every session multiplexed over it until its TCP
+    connection times out; a host booted again at the same address must get a fresh connection.
+    """
+    shutil.rmtree(os.path.join(LAB, "cp"), ignore_errors=True)
+
+
 def cmd_up(a) -> int:
     if os.geteuid() != 0:
         log("labctl: run as root")
@@ -484,6 +493,7 @@ def cmd_down(a) -> int:
     rm_cgroup_tree(CGLAB)
     # the per-host dirs (mount points, seeds, logs); keep the ssh key
     shutil.rmtree(os.path.join(LAB, "hosts"), ignore_errors=True)
+    forget_ssh_masters()
     try:
         os.unlink(STATE)
     except FileNotFoundError:
