@@ -64,6 +64,9 @@ for d in ${LAB_SHARE:-}; do mkdir -p "$d" "$M$d"; mount --bind "$d" "$M$d"; done
 cp -a "$SEED/." "$M/"
 echo "$NAME" > "$M/etc/hostname"
 hostname "$NAME"
+# a GPU server's root has none of this machine's developer tooling: its ~/.bashrc runs `pyenv rehash`, whose lock
+# file is seen through the overlay's lower layer by every host and stalled SSH logins for 60 s
+printf '%s\n' '# lab host: a plain root shell' '[ -z "$PS1" ] && return' 'PS1="\u@\h:\w\$ "' > "$M/root/.bashrc"
 
 if [ -n "${LAB_MLENV:-}" ]; then
   chroot "$M" /usr/bin/python3 -m venv --system-site-packages --without-pip /root/ml-env

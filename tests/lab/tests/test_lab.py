@@ -10,7 +10,6 @@ import pytest
 from conftest import CHECKOUT, LABCTL, ssh
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the lab needs root")
-HOLD = "/work/main/tests/lab/fakes/fakegpu.py hold"
 
 
 def start_holder(host, gpus, mib, name="python3", extra=""):
