@@ -230,6 +230,8 @@ molecule: links ## molecule test --all (scenarios under extensions/molecule/, on
 	@ls extensions/molecule/*/molecule.yml >/dev/null 2>&1 || { echo "ERROR: no scenario under extensions/molecule/"; exit 1; }
 	@test -f tests/lab/labctl.py || { echo "ERROR: tests/lab/labctl.py missing: the lab is needed by molecule"; exit 1; }
 	@test "$$(id -u)" = 0 || { echo "ERROR: the lab needs root (network namespaces, systemd units). Run as root."; exit 2; }
+	@# forget what an interrupted earlier run left in molecule's state ("instances already created")
+	-@cd "$(CURDIR)" && molecule reset -s default >/dev/null 2>&1
 	cd "$(CURDIR)" && ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" flock /var/tmp/llmserve-lab.lock molecule test --all $(MOLECULE_ARGS) \
 	  || { echo "RESULT: molecule: a scenario failed (see above)"; exit 1; }
 	@echo "RESULT: molecule: all scenarios passed"

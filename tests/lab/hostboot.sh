@@ -66,7 +66,11 @@ echo "$NAME" > "$M/etc/hostname"
 hostname "$NAME"
 # a GPU server's root has none of this machine's developer tooling: its ~/.bashrc runs `pyenv rehash`, whose lock
 # file is seen through the overlay's lower layer by every host and stalled SSH logins for 60 s
-printf '%s\n' '# lab host: a plain root shell' '[ -z "$PS1" ] && return' 'PS1="\u@\h:\w\$ "' > "$M/root/.bashrc"
+cat > "$M/root/.bashrc" <<'BASHRC'
+# lab host: a plain root shell
+[ -z "$PS1" ] && return
+PS1='\u@\h:\w\$ '
+BASHRC
 
 if [ -n "${LAB_MLENV:-}" ]; then
   chroot "$M" /usr/bin/python3 -m venv --system-site-packages --without-pip /root/ml-env
