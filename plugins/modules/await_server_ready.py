@@ -501,7 +501,8 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time)
         t_server = t_call - proc_elapsed(watch.pid)
     else:
         t_server = t_call
-    last_activity = t_server
+    # a server that already runs may have logged nothing for hours: its hang clock starts with this call
+    last_activity = t_server if p['require_ready_line'] else t_call
     ready_at = None
     fatal_at = None
     dead_at = None
@@ -569,7 +570,10 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time)
         elif now - last_activity > p['hang_timeout']:
             res.update(status='hang', reason='hang')
             break
-        if now - t_server >= p['timeout']:
+        # a start-up is bounded from the server's start; a check of a server that already runs (no ready line
+        # required) is bounded from this call, however long the server has been up
+        t_deadline = t_server if p['require_ready_line'] else t_call
+        if now - t_deadline >= p['timeout']:
             res.update(status='timeout', reason='timeout')
             break
         if check_mode or (p['step'] and now - t_call >= p['step']):
