@@ -158,8 +158,14 @@ class JournalLog(object):
 
         journald handles a sync request only after the messages already queued on its sockets, so after a
         process died this brings in the last lines it wrote (a traceback) even when journald lags behind.
+        From then on the journal is read directly (``--after-cursor``) instead of through the follow pipe, whose
+        own reader may not have caught up yet: the next poll returns everything the journal holds.
         """
         self.run_command([self.journalctl, '--sync'])
+        if self.mode == 'follow':
+            self.close()
+            self.buf = b''               # a partial line was not parsed: the cursor read returns it whole
+            self.mode = 'poll'
 
     def poll(self, wait):
         if self.mode == 'follow' and self.proc is not None:

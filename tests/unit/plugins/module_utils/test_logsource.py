@@ -81,5 +81,9 @@ def test_journal_sync_asks_journald_to_catch_up():
         return 0, '', ''
 
     log = logsource.JournalLog(run, '/usr/bin/journalctl', 'sglang.service', 'abc123', mode='poll')
+    log.last_cursor = 's=1'
     log.sync()
     assert calls[-1] == ['/usr/bin/journalctl', '--sync']
+    # the next read goes to the journal itself, after the last line already seen
+    log.poll(0)
+    assert calls[-1][-2:] == ['--after-cursor', 's=1'] and log.mode == 'poll'
