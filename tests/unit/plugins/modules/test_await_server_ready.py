@@ -237,4 +237,3 @@ def test_unit_dead(props, dead):
     m.out = props
     w.last_show = 0
     assert w.dead(time.time()) is dead
-
