@@ -13,6 +13,7 @@ import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible_collections.llmserve.sglang.plugins.modules import await_server_ready as mod
+from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log
 
 HU = 'ansible_collections.llmserve.sglang.plugins.module_utils.sglang_http.open_url'
 READY = '[2026-05-01 12:00:55] The server is fired up and ready to roll!'
@@ -237,3 +238,94 @@ def test_unit_dead(props, dead):
     m.out = props
     w.last_show = 0
     assert w.dead(time.time()) is dead
+
+
+# --------------------------------------------------------------------------- the bound of one call, on a fake clock
+class FakeClock(object):
+    def __init__(self, t=1000000.0):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+class QuietLog(object):
+    """A log that says nothing: each poll lets the fake clock run by the poll interval."""
+
+    def __init__(self, clock):
+        self.clock = clock
+
+    def poll(self, interval):
+        self.clock.t += interval
+        return []
+
+
+class RunningUnit(object):
+    """A unit whose main process started ``up_for`` seconds before the call and stays alive."""
+    pid = 4242
+
+    def __init__(self, up_for):
+        self.mono_start = time.monotonic() - up_for
+
+    def started_monotonic(self):
+        return self.mono_start
+
+    def dead(self, now):
+        return False
+
+
+class FakeProbe(object):
+    """/health_generate: answers 200 ``answer_after`` fake seconds after the first probe (None: never)."""
+
+    def __init__(self, clock, answer_after):
+        self.clock = clock
+        self.answer_after = answer_after
+        self.first = None
+        self.ok = False
+        self.last = None
+
+    def kick(self, now):
+        if self.first is None:
+            self.first = now
+        if self.answer_after is not None and now - self.first >= self.answer_after:
+            self.ok = True
+
+
+def params(**kw):
+    p = dict(require_ready_line=False, timeout=30.0, hang_timeout=600.0, unhealthy_timeout=60.0, step=0,
+             start_time=None, poll_interval=0.1)
+    p.update(mod.TIMING)
+    p.update(kw)
+    return p
+
+
+def wait_fake(up_for, answer_after, **kw):
+    clock = FakeClock()
+    t_call = clock()
+    res = mod.wait(None, params(**kw), RunningUnit(up_for), QuietLog(clock), FakeProbe(clock, answer_after),
+                   sglang_log.LogState(), clock=clock)
+    return res, clock() - t_call
+
+
+@pytest.mark.parametrize('up_for', [31, 45, 3600 * 24 * 3])
+def test_running_server_answering_is_ready_however_long_it_has_been_up(up_for):
+    # the reuse check (require_ready_line: false, timeout: 30) of a unit that has served for a while
+    res, took = wait_fake(up_for, answer_after=0.5)
+    assert res['status'] == 'ready' and res['reason'] is None
+    assert 0.5 <= took < 1
+    assert res['elapsed'] == pytest.approx(up_for + took, abs=1)
+
+
+@pytest.mark.parametrize('up_for', [0, 45, 3600 * 24 * 3])
+def test_running_server_never_answering_times_out_timeout_after_the_call(up_for):
+    res, took = wait_fake(up_for, answer_after=None, timeout=30.0)
+    assert res['status'] == 'timeout' and res['reason'] == 'timeout'
+    assert 29.9 <= took < 30.5   # (the start is read from the real monotonic clock: microseconds off)
+    assert res['seconds'] == pytest.approx(took, abs=0.01)
+
+
+def test_start_up_is_still_bounded_from_the_server_start():
+    # require_ready_line: true (a start-up): the 50 s bound counts from the start, 40 s before the call
+    res, took = wait_fake(40, answer_after=0.5, require_ready_line=True, timeout=50.0)
+    assert res['status'] == 'timeout'
+    assert 9.9 <= took < 10.5   # (the start is read from the real monotonic clock: microseconds off)
