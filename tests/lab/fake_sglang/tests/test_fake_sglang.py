@@ -392,3 +392,131 @@ def test_rank_killed_from_outside_makes_server_unhealthy(server):
     assert "Child process unexpectedly failed with exitcode=9." in s.log()
     assert s.request("/health", timeout=5)[0] == 503
     assert s.proc.poll() is None
+
+
+# --- multi-node tensor parallel (two fake nodes on loopback) -------------------------------------------------
+NCCL_REMOTE = ("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+               "ProcessGroupNCCL.cpp:3356, remote process exited or there was a network error, NCCL version 2.27.3\n"
+               "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+               "prematurely.")
+FAST = {"FAKE_SGLANG_LOAD_SECONDS": "0.3"}
+
+
+def _node(server, rank, dport, *extra, env=None):
+    return server(["--tp", "4", "--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", f"127.0.0.1:{dport}",
+                   *extra], env={**FAST, **(env or {})})
+
+
+def test_multinode_tp_not_divisible_by_nnodes():
+    r = run_cli("--model-path", "/m", "--tp", "3", "--nnodes", "2", "--node-rank", "1")
+    assert r.returncode == 1
+    assert r.stderr.rstrip().endswith("AssertionError: tp_size must be divisible by number of nodes")
+
+
+def test_multinode_serves_then_sigterm_of_node1_kills_node0(server):
+    from conftest import free_port
+
+    dport = free_port()
+    n0 = _node(server, 0, dport)
+    n0.wait_log(" TP0] Init torch distributed begin.")
+    time.sleep(0.8)
+    assert "Init torch distributed ends" not in n0.log() and _refused(n0.port)   # waits for node 1
+    n1 = _node(server, 1, dport, env={"FAKE_SGLANG_LOAD_SECONDS": "1.5"})
+    n1.wait_log(" TP2] Load weight begin")
+    time.sleep(1.0)                                 # node 0 has loaded and captured; node 1 is still loading
+    assert " TP0] Capture cuda graph end" in n0.log() and "Load weight end" not in n1.log()
+    assert "Uvicorn running" not in n0.log() and _refused(n0.port)   # node 0 waits for every node to load
+    lg0 = n0.wait_ready()
+    lg1 = n1.wait_log(f"Starting dummy health check server at 127.0.0.1:{n1.port}")
+    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] Starting dummy health check server at ", lg1, re.M)
+    assert " TP2] Load weight end." in lg1 and " TP3] Load weight end." in lg1
+    assert " TP0]" not in lg1 and " TP1]" not in lg1 and "Loading safetensors" not in lg1 and "Uvicorn" not in lg1
+    assert " TP0] Load weight end." in lg0 and " TP1] Load weight end." in lg0 and " TP2]" not in lg0
+    b = n0.json("/generate", {"text": "The capital of France is",
+                              "sampling_params": {"max_new_tokens": 5, "temperature": 0}})[1]
+    assert "Paris" in b["text"]
+    for path in ("/health", "/health_generate"):
+        st, _h, body = n1.request(path)
+        assert (st, body) == (200, b"")
+    st, _h, body = n1.request("/generate", {"text": "hi"})
+    assert (st, body) == (404, b'{"detail":"Not Found"}')
+    assert n1.request("/get_model_info")[0] == 404
+    # the GPUs of each node: local 0..1
+    import fakegpu
+    for node in (n0, n1):
+        os.environ["FAKEGPU_ROOT"] = node.root
+        try:
+            recs = fakegpu.records()
+        finally:
+            del os.environ["FAKEGPU_ROOT"]
+        assert sorted(int(g) for r in recs for g in r["gpus"]) == [0, 1]
+    # a second node 1 is turned away; the pair keeps serving
+    dup = _node(server, 1, dport)
+    assert dup.wait_exit(20) == -signal.SIGKILL
+    assert "torch.distributed.DistStoreError: node_rank 1 has already joined the store" in dup.log()
+    assert n0.request("/health")[0] == 200 and n1.proc.poll() is None
+    # SIGTERM of node 1: it exits 0 at once; node 0 loses its peer and dies like a crash
+    n1.proc.send_signal(signal.SIGTERM)
+    assert n1.wait_exit(5) == 0
+    assert n0.wait_exit(15) == -signal.SIGKILL
+    lg0 = n0.log()
+    assert NCCL_REMOTE in lg0 and " TP0] Scheduler hit an exception: Traceback" in lg0
+    assert "SIGQUIT received. signum=3" in lg0
+
+
+def test_multinode_rank1_crash_takes_node0_down(server):
+    from conftest import free_port
+
+    dport = free_port()
+    n0 = _node(server, 0, dport, env={"LAB_SCENARIO": "crash_rank1"})
+    n1 = _node(server, 1, dport, env={"LAB_SCENARIO": "crash_rank1", "FAKE_SGLANG_DEBUG": "1"})
+    assert n1.wait_exit(20) == -signal.SIGKILL
+    lg1 = n1.log()
+    assert "rule='multinode-rank1-crash'" in lg1
+    assert re.search(r" TP[23]\] Scheduler hit an exception: Traceback", lg1)
+    assert "RuntimeError: CUDA error: an illegal memory access was encountered" in lg1 and "in load_weights" in lg1
+    assert "Received sigquit from a child process. It usually means the child failed." in lg1
+    assert n0.wait_exit(15) == -signal.SIGKILL
+    lg0 = n0.log()
+    assert NCCL_REMOTE in lg0 and "fired up" not in lg0 and "illegal memory access" not in lg0
+    assert "Received sigquit from a child process. It usually means the child failed." in lg0
+
+
+def test_multinode_node0_alone_times_out(server):
+    from conftest import free_port
+
+    n0 = _node(server, 0, free_port(), "--dist-timeout", "1")
+    assert n0.wait_exit(15) == -signal.SIGKILL
+    lg = n0.log()
+    assert (" TP0] Scheduler hit an exception: Traceback" in lg and "in _create_c10d_store" in lg)
+    assert "torch.distributed.DistStoreError: Timed out after 2 seconds waiting for clients. 2/4 clients joined." in lg
+    assert "Load weight begin" not in lg
+
+
+def test_multinode_node1_alone_times_out(server):
+    from conftest import free_port
+
+    dport = free_port()
+    n1 = _node(server, 1, dport, "--dist-timeout", "1")
+    assert n1.wait_exit(15) == -signal.SIGKILL
+    lg = n1.log()
+    assert (f"torch.distributed.DistNetworkError: The client socket has timed out after 1000ms while trying to "
+            f"connect to (127.0.0.1, {dport}).") in lg
+    assert " TP2] Scheduler hit an exception" in lg and "Starting dummy health check server" not in lg
+
+
+def test_multinode_dist_port_in_use(server):
+    from conftest import free_port
+
+    dport = free_port()
+    blocker = socket.socket()
+    blocker.bind(("0.0.0.0", dport))
+    blocker.listen(1)
+    try:
+        n0 = _node(server, 0, dport)
+        assert n0.wait_exit(15) == -signal.SIGKILL
+    finally:
+        blocker.close()
+    assert (f"torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+            f"address. port: {dport}, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use"
+            in n0.log())

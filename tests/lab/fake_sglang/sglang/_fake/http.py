@@ -442,3 +442,25 @@ ROUTES = {
     "/v1/chat/completions": (POST, "h_chat"),
     "/v1/completions": (POST, "h_completions"),
 }
+
+
+class DummyHealthServer(HttpServer):
+    """The app of sglang's launch_dummy_health_check_server on nodes of rank >= 1 (no tokenizer, no API):
+    GET /health and /health_generate -> 200 with an empty body, anything else 404 ``{"detail":"Not Found"}``
+    (/metrics too, with --enable-metrics). uvicorn runs it at log level warning: no access log."""
+
+    async def dispatch(self, conn: Conn, method: str, target: str, headers: Dict[str, str], body: bytes) -> None:
+        path = target.split("?", 1)[0]
+        if path in ("/health", "/health_generate") or (path == "/metrics" and self.app.args.enable_metrics):
+            if method not in ("GET", "HEAD"):
+                conn.send(405, b'{"detail":"Method Not Allowed"}')
+            elif path == "/metrics":
+                conn.send(200, DUMMY_METRICS.encode(), "text/plain; version=0.0.4; charset=utf-8")
+            else:
+                conn.send(200, b"", None)
+            return
+        conn.send(404, b'{"detail":"Not Found"}')
+
+
+DUMMY_METRICS = ("# HELP sglang:num_running_reqs The number of running requests.\n"
+                 "# TYPE sglang:num_running_reqs gauge\n")

@@ -6,6 +6,7 @@ import asyncio
 import glob
 import json
 import os
+import random
 import select
 import signal
 import socket
@@ -18,9 +19,9 @@ import urllib.request
 from typing import Any, Dict, List, Optional
 
 from sglang._fake import behaviour as bh
-from sglang._fake import log, textgen, worker
+from sglang._fake import dist, log, textgen, worker
 from sglang._fake.engine import Engine, Req
-from sglang._fake.http import HttpServer
+from sglang._fake.http import DummyHealthServer, HttpServer
 from sglang.srt.server_args import ServerArgs, prepare_server_args
 from sglang.version import __version__
 
@@ -74,6 +75,11 @@ class App:
         self.failed = False
         self.killing = False
         self.health_timeout = _env_float("SGLANG_HEALTH_CHECK_TIMEOUT", 20.0)
+        # multi-node: this node runs TP ranks [tp_base, tp_base + local_tp) of tp_size, on its GPUs 0..local_tp-1
+        self.nnodes = max(1, int(args.nnodes or 1))
+        self.node_rank = int(args.node_rank or 0) if self.nnodes > 1 else 0
+        self.local_tp = int(args.tp_size or 1) // self.nnodes
+        self.tp_base = self.node_rank * self.local_tp
         self.plan = self.make_plan()
 
     # --- the launch plan ----------------------------------------------------------------------------
@@ -103,7 +109,7 @@ class App:
         shards = p.get("shards")
         if shards is None:
             shards = len(glob.glob(os.path.join(a.model_path, "*.safetensors"))) or 8
-        tp = int(a.tp_size or 1)
+        tp = self.local_tp
         count = int(self.gpu_cfg.get("count", 8) if self.gpu_cfg else 8)
         cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
         phys = list(range(max(count, 1) + 64))
@@ -129,6 +135,9 @@ class App:
             "max_prefill_tokens": a.max_prefill_tokens, "max_running_requests": a.max_running_requests or 2048,
             "context_len": self.context_len, "launch_failure": None,
         }
+        if self.nnodes > 1:
+            plan["tp_base"] = self.tp_base
+            plan["dist"] = dist.make_config(a, self.local_tp, self.scale, self._nccl_port)
         beh, when = self.decision.behaviour, str(p.get("when") or "first_forward")
         at = str(p.get("at") or when)
         common = {"rank": p.get("rank", "all"), "frames": p.get("frames"), "error": p.get("error"),
@@ -146,6 +155,18 @@ class App:
                                       "load_fraction": p.get("load_fraction", 0.5) if at == "load" else None,
                                       "rank": p.get("rank", "all")}
         return plan
+
+    def _nccl_port(self) -> int:
+        """Real sglang without --dist-init-addr: 127.0.0.1 and port + random(100, 1000), a free one."""
+        port = self.args.port + random.randint(100, 1000)
+        for _attempt in range(100):
+            try:
+                with socket.socket() as s:
+                    s.bind(("", port))
+                return port
+            except OSError:
+                port += 42
+        return port
 
     # --- runtime failures, decided at each admitted request --------------------------------------------
     def on_forward(self, req: Req, client_count: int) -> bool:
@@ -253,8 +274,7 @@ class App:
 
     # --- launch ---------------------------------------------------------------------------------------
     def spawn(self) -> None:
-        tp = int(self.args.tp_size or 1)
-        for rank in range(tp):
+        for rank in range(self.tp_base, self.tp_base + self.local_tp):
             parent_s, child_s = socket.socketpair()
             pid = os.fork()
             if pid == 0:
@@ -265,6 +285,9 @@ class App:
             child_s.close()
             self.children.append(pid)
             self.rank_socks.append(parent_s)
+        dist.close_pipes(self.plan.get("dist"))
+        if self.node_rank >= 1:
+            return                                       # nodes >= 1 run no tokenizer/detokenizer
         parent_s, child_s = socket.socketpair()
         pid = os.fork()
         if pid == 0:
@@ -347,14 +370,7 @@ class App:
             server = loop.run_until_complete(asyncio.start_server(srv.handle, host, self.args.port, backlog=2048,
                                                                   reuse_address=True))
         except OSError as e:
-            log.uvicorn(f"[Errno {e.errno}] error while attempting to bind on address ({host!r}, {self.args.port}): "
-                        f"{(e.strerror or str(e)).lower()}", level="ERROR")
-            for pid in self.children:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            os._exit(1)
+            self._bind_failed(e)
         shown = f"[{host}]" if ":" in host else host
         log.uvicorn(f"Uvicorn running on http://{shown}:{self.args.port} (Press CTRL+C to quit)")
         self.status = "starting"
@@ -366,6 +382,48 @@ class App:
         else:
             threading.Thread(target=self._warmup, name="warmup", daemon=True).start()
         loop.run_forever()
+
+    def _bind_failed(self, e: OSError) -> None:
+        log.uvicorn(f"[Errno {e.errno}] error while attempting to bind on address ({self.args.host!r}, "
+                    f"{self.args.port}): {(e.strerror or str(e)).lower()}", level="ERROR")
+        for pid in self.children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        os._exit(1)
+
+    def serve_dummy(self) -> None:
+        """Node rank >= 1: launch_dummy_health_check_server(host, port, enable_metrics): uvicorn at log level
+        warning (no startup or access lines), GET /health and /health_generate -> 200, anything else 404."""
+        self.loop = loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        p, a = self.p, self.args
+        log.info(f"Starting dummy health check server at {a.host}:{a.port}")
+        if p.get("ignore_sigterm"):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        else:
+            loop.add_signal_handler(signal.SIGTERM, self._dummy_stop)
+            loop.add_signal_handler(signal.SIGINT, self._dummy_stop)
+        srv = DummyHealthServer(self)
+        try:
+            self._server = loop.run_until_complete(asyncio.start_server(srv.handle, a.host, a.port, backlog=2048,
+                                                                        reuse_address=True))
+        except OSError as e:
+            self._bind_failed(e)
+        self.status = "ready"
+        if self.decision.behaviour == "killed" and str(p.get("at")) == "ready":
+            loop.call_later(float(p.get("delay_seconds") or 0) * self.scale, kill_tree_and_self, self.children)
+        loop.run_forever()
+
+    def _dummy_stop(self) -> None:
+        self.killing = True
+        for pid in self.children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        os._exit(0)
 
     def _set_ready(self) -> None:
         self.ready_client_base = self.engine.client_requests
@@ -506,4 +564,7 @@ def main(argv: List[str]) -> None:
         signal.signal(signal.SIGTERM, launch_sigterm)
     app.spawn()
     app.wait_ready()
-    app.serve()
+    if app.node_rank >= 1:
+        app.serve_dummy()
+    else:
+        app.serve()

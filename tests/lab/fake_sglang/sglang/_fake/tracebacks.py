@@ -55,6 +55,44 @@ SAMPLE_HEAD: List[Frame] = FORWARD_HEAD[:5] + [
      'raise ValueError("Detected errors during sampling! NaN in the logits.")'),
 ]
 
+# multi-node: torch.distributed's TCPStore rendezvous (init_process_group) and NCCL collectives
+_C10D = "torch/distributed/distributed_c10d.py"
+DIST_INIT_HEAD: List[Frame] = INIT_HEAD + [
+    (_RUNNER, 480, "initialize", "min_per_gpu_memory = self.init_torch_distributed()"),
+    (_RUNNER, 836, "init_torch_distributed", "init_distributed_environment("),
+    ("sglang/srt/distributed/parallel_state.py", 1486, "init_distributed_environment",
+     "torch.distributed.init_process_group("),
+    ("torch/distributed/c10d_logger.py", 81, "wrapper", "return func(*args, **kwargs)"),
+    ("torch/distributed/c10d_logger.py", 95, "wrapper", "func_return = func(*args, **kwargs)"),
+    (_C10D, 1710, "init_process_group", "store, rank, world_size = next(rendezvous_iterator)"),
+    ("torch/distributed/rendezvous.py", 278, "_tcp_rendezvous_handler", "store = _create_c10d_store("),
+    ("torch/distributed/rendezvous.py", 198, "_create_c10d_store", "return TCPStore("),
+]
+NCCL_LAUNCH_HEAD: List[Frame] = INIT_HEAD + [
+    (_RUNNER, 523, "initialize", "self.init_memory_pool(min_per_gpu_memory)"),
+    (_RUNNER, 1702, "init_memory_pool", "self.max_total_num_tokens = self.profile_max_num_token(total_gpu_memory)"),
+    (_RUNNER, 1540, "profile_max_num_token", "available_gpu_memory = get_available_gpu_memory("),
+    ("sglang/srt/utils/common.py", 492, "get_available_gpu_memory", "torch.distributed.all_reduce("),
+    ("torch/distributed/c10d_logger.py", 81, "wrapper", "return func(*args, **kwargs)"),
+    (_C10D, 2862, "all_reduce", "work = group.allreduce([tensor], opts)"),
+]
+NCCL_SERVE_HEAD: List[Frame] = [
+    (_SCHED, 3205, "run_scheduler_process", "scheduler.event_loop_overlap()"),
+    ("torch/utils/_contextlib.py", 120, "decorate_context", "return func(*args, **kwargs)"),
+    (_SCHED, 1098, "event_loop_overlap", "recv_reqs = self.recv_requests()"),
+    (_SCHED, 1290, "recv_requests", "recv_reqs = broadcast_pyobj("),
+    ("sglang/srt/utils/common.py", 1187, "broadcast_pyobj", "dist.broadcast(tensor_size, src=src, group=dist_group)"),
+    ("torch/distributed/c10d_logger.py", 81, "wrapper", "return func(*args, **kwargs)"),
+    (_C10D, 2772, "broadcast", "work = group.broadcast([tensor], opts)"),
+]
+
+NCCL_REMOTE_ERROR = (
+    "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
+    "remote process exited or there was a network error, NCCL version 2.27.3\n"
+    "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\n"
+    "Last error:\n"
+    "socketProgress: Connection closed by remote peer {peer}")
+
 
 def model_frames(model_type: str) -> List[Frame]:
     mt = model_type.lower()
@@ -103,7 +141,7 @@ def expand(text: str) -> str:
 
 def build(phase: str, model_type: str, frames_text: Optional[str], error: Optional[str],
           full: Optional[str] = None) -> str:
-    """phase: load | capture | forward | sample | init"""
+    """phase: load | capture | forward | sample | init | dist_init | nccl_launch | nccl_serve"""
     if full:
         t = full.replace("{site}", SITE)
         return t if t.endswith("\n") else t + "\n"
@@ -115,6 +153,12 @@ def build(phase: str, model_type: str, frames_text: Optional[str], error: Option
         head = SAMPLE_HEAD
     elif phase == "init":
         head = INIT_HEAD
+    elif phase == "dist_init":
+        head = DIST_INIT_HEAD
+    elif phase == "nccl_launch":
+        head = NCCL_LAUNCH_HEAD
+    elif phase == "nccl_serve":
+        head = NCCL_SERVE_HEAD
     else:
         head = FORWARD_HEAD + model_frames(model_type)
     body = "Traceback (most recent call last):\n" + _fmt(head)

@@ -14,10 +14,11 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from typing import Any, Dict, Optional
 
-from sglang._fake import log, tracebacks
+from sglang._fake import dist, log, tracebacks
 
 GB = 1024.0  # MiB per GiB
 
@@ -62,12 +63,20 @@ def _hang_forever() -> None:
         time.sleep(3600)
 
 
+_crash_lock = threading.Lock()
+
+
 class Rank:
     def __init__(self, rank: int, plan: Dict[str, Any], sock: socket.socket):
-        self.rank, self.plan, self.sock = rank, plan, sock
+        self.rank, self.plan, self.sock = rank, plan, sock     # rank: the global TP index (TP8 on node 1 of 2)
+        self.local = rank - int(plan.get("tp_base", 0))       # index among this node's ranks (its GPU slot)
         self.parent = plan["parent_pid"]
         self.holder = None
         self.avail = plan["gpu_total_mib"] / GB
+        self.dist = None
+        if plan.get("dist"):
+            self.dist = dist.Dist(rank, self.local, plan["dist"],
+                                  lambda phase, error: self.crash(phase, {}, error))
 
     # --- failure helpers --------------------------------------------------------------------------
     def applies(self, spec: Dict[str, Any]) -> bool:
@@ -79,6 +88,8 @@ class Rank:
         return int(r) == self.rank
 
     def crash(self, phase: str, spec: Dict[str, Any], error: Optional[str] = None) -> None:
+        if not _crash_lock.acquire(blocking=False):      # another thread of this rank is already dying
+            _hang_forever()
         tb = tracebacks.build(phase, self.plan["model_type"], spec.get("frames"), error or spec.get("error"),
                               spec.get("traceback") if not error else None)
         log.error("Scheduler hit an exception: " + tb.rstrip("\n"))
@@ -104,11 +115,13 @@ class Rank:
         p = self.plan
         log.info("Init torch distributed begin.")
         fg, err = import_fakegpu()
-        gpu = p["gpu_ids"][self.rank]
+        gpu = p["gpu_ids"][self.local]
         if gpu >= p["gpu_count"]:
             self.crash("init", {}, "RuntimeError: CUDA error: invalid device ordinal\nCUDA kernel errors might be "
                        "asynchronously reported at some other API call, so the stacktrace below might be incorrect."
                        "\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1")
+        if self.dist is not None:
+            self.dist.init()                            # rendezvous with the other nodes (TCPStore)
         need = p["hold_mib"]
         if fg is None:
             log.warning(f"fake-sglang: fakegpu library not importable ({err}); GPU memory is not held")
@@ -124,7 +137,7 @@ class Rank:
                     log.info(f"Load weight begin. avail mem={free / GB:.2f} GB")
                     self.crash("load", {}, (
                         f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {min(need, 4096) / GB:.2f} GiB. "
-                        f"GPU {self.rank} has a total capacity of {p['gpu_total_mib'] / GB:.2f} GiB of which "
+                        f"GPU {self.local} has a total capacity of {p['gpu_total_mib'] / GB:.2f} GiB of which "
                         f"{max(free, 0) / GB:.2f} GiB is free. Including non-PyTorch memory, this process has "
                         f"{0.5:.2f} GiB memory in use. Of the allocated memory {0.31:.2f} GiB is allocated by PyTorch, "
                         f"and {0.02:.2f} GiB is reserved by PyTorch but unallocated."))
@@ -140,7 +153,7 @@ class Rank:
         shards, load_s = p["shards"], p["load_seconds"]
         fail_frac = (self.plan.get("launch_failure") or {}).get("load_fraction")
         t0 = time.monotonic()
-        if self.rank == 0:
+        if self.rank == 0:                              # global rank 0 only: no bar on nodes >= 1
             log.raw(f"Loading safetensors checkpoint shards:   0% Completed | 0/{shards} [00:00<?, ?it/s]\n")
         done_failure = False
         for i in range(1, shards + 1):
@@ -176,6 +189,9 @@ class Rank:
                      f"avail mem={avail - 0.42:.2f} GB.")
             avail -= 0.42
         self.launch_failure("ready")
+        if self.dist is not None:
+            self.dist.barrier_loaded()                  # every node has loaded (the collectives after load)
+            self.dist.serving = True
         if self.rank == 0:
             log.info(f"max_total_num_tokens={tokens}, chunked_prefill_size={p['chunked_prefill_size']}, "
                      f"max_prefill_tokens={p['max_prefill_tokens']}, max_running_requests={p['max_running_requests']}, "

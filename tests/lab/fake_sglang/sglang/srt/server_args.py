@@ -163,6 +163,9 @@ class ServerArgs:
             )
         tp = getattr(self, "tp_size", 1) or 1
         assert tp >= 1, "tp_size must be positive"
+        nnodes = getattr(self, "nnodes", 1)
+        if nnodes is not None:
+            assert tp % nnodes == 0, "tp_size must be divisible by number of nodes"
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser):
