@@ -83,6 +83,7 @@ options:
     description:
       - Overall bound in seconds, counted from the start of the server (the unit's start, the process's start,
         or O(start_time)); past it the status is C(timeout).
+      - With O(require_ready_line=false) (a check of a server that already runs), counted from this call.
     type: float
     default: 1800
   hang_timeout:
@@ -90,7 +91,9 @@ options:
     type: float
     default: 600
   unhealthy_timeout:
-    description: Seconds after the ready line within which the health endpoint must answer 200, else C(unhealthy).
+    description:
+      - Seconds after the ready line within which the health endpoint must answer 200, else C(unhealthy).
+      - With O(require_ready_line=false), counted from the ready line or this call, whichever is later.
     type: float
     default: 60
   step:
@@ -525,6 +528,10 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time)
                 state.feed(line)
                 if state.ready and not had_ready:
                     ready_at = ts if ts is not None else now
+                    if not p['require_ready_line']:
+                        # a server that already runs logged its ready line long ago: its health gets
+                        # unhealthy_timeout from this call
+                        ready_at = max(ready_at, t_call)
         if state.reason and fatal_at is None:
             fatal_at = now
         # the process

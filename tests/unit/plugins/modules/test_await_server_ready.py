@@ -250,14 +250,17 @@ class FakeClock(object):
 
 
 class QuietLog(object):
-    """A log that says nothing: each poll lets the fake clock run by the poll interval."""
+    """A log that gives ``lines`` ((text, seconds before the call)) on its first poll, then says nothing; each poll
+    lets the fake clock run by the poll interval."""
 
-    def __init__(self, clock):
+    def __init__(self, clock, lines=()):
         self.clock = clock
+        self.lines = [(text, clock.t - ago) for text, ago in lines]
 
     def poll(self, interval):
         self.clock.t += interval
-        return []
+        lines, self.lines = self.lines, []
+        return lines
 
 
 class RunningUnit(object):
@@ -299,10 +302,10 @@ def params(**kw):
     return p
 
 
-def wait_fake(up_for, answer_after, **kw):
+def wait_fake(up_for, answer_after, lines=(), **kw):
     clock = FakeClock()
     t_call = clock()
-    res = mod.wait(None, params(**kw), RunningUnit(up_for), QuietLog(clock), FakeProbe(clock, answer_after),
+    res = mod.wait(None, params(**kw), RunningUnit(up_for), QuietLog(clock, lines), FakeProbe(clock, answer_after),
                    sglang_log.LogState(), clock=clock)
     return res, clock() - t_call
 
@@ -329,3 +332,18 @@ def test_start_up_is_still_bounded_from_the_server_start():
     res, took = wait_fake(40, answer_after=0.5, require_ready_line=True, timeout=50.0)
     assert res['status'] == 'timeout'
     assert 9.9 <= took < 10.5   # (the start is read from the real monotonic clock: microseconds off)
+
+
+@pytest.mark.parametrize('ready_ago', [5, 61, 106, 3600 * 24 * 3])
+def test_running_server_with_an_old_ready_line_is_ready(ready_ago):
+    # the journal of the serving unit (read from its start) holds the ready line, logged ready_ago s before the call:
+    # the unhealthy bound (60 s) counts from the call too (the suite saw 'unhealthy' after 9 ms, 106 s after the start)
+    res, took = wait_fake(ready_ago + 20, answer_after=0.5, lines=[(READY, ready_ago)])
+    assert res['status'] == 'ready' and res['reason'] is None
+    assert 0.5 <= took < 1
+
+
+def test_running_server_with_an_old_ready_line_never_answering_times_out_after_the_call():
+    res, took = wait_fake(126, answer_after=None, lines=[(READY, 106)], timeout=30.0, unhealthy_timeout=60.0)
+    assert res['status'] == 'timeout'
+    assert 29.9 <= took < 30.5
