@@ -88,6 +88,9 @@ STRUCTURED = (
     ('attention_backend', '--attention-backend'),
     ('tool_call_parser', '--tool-call-parser'),
     ('reasoning_parser', '--reasoning-parser'),
+    ('nnodes', '--nnodes'),
+    ('node_rank', '--node-rank'),
+    ('dist_init_addr', '--dist-init-addr'),
 )
 BOOLEAN_STRUCTURED = (
     ('disable_custom_all_reduce', '--disable-custom-all-reduce'),
@@ -371,9 +374,28 @@ def validate(params, table, arch=None, gpu_count=None, force=False, check_flags=
     tp_size = params.get('tp_size')
     if tp_size is not None and int(tp_size) < 1:
         errors.append('tp_size: must be 1 or more')
-    if tp_size is not None and gpu_count is not None and int(tp_size) > int(gpu_count):
-        errors.append('tp_size: %s is more than the %s GPU(s) of this host (gpu_count); lower tp_size or set gpu_count'
-                      % (tp_size, gpu_count))
+    nnodes = params.get('nnodes')
+    nnodes = int(nnodes) if nnodes is not None else 1
+    if nnodes < 1:
+        errors.append('nnodes: must be 1 or more')
+        nnodes = 1
+    if nnodes > 1:
+        node_rank = params.get('node_rank')
+        if node_rank is None or not 0 <= int(node_rank) < nnodes:
+            errors.append('node_rank: %r is not a rank of %d nodes; use 0..%d (0 serves HTTP)' % (node_rank, nnodes, nnodes - 1))
+        if not params.get('dist_init_addr'):
+            errors.append('dist_init_addr: needed with nnodes=%d; set it to HOST:PORT of rank 0' % nnodes)
+        if tp_size is not None and int(tp_size) % nnodes:
+            errors.append('tp_size: %s cannot be split over %d nodes; use a multiple of %d' % (tp_size, nnodes, nnodes))
+    elif params.get('node_rank') or params.get('dist_init_addr'):
+        errors.append('nnodes: node_rank and dist_init_addr are for multi-node groups; set nnodes too (2 or more)')
+    if tp_size is not None and gpu_count is not None and int(tp_size) > int(gpu_count) * nnodes:
+        if nnodes > 1:
+            errors.append('tp_size: %s over %d nodes needs %d GPUs per node but this host has %s (gpu_count); '
+                          'lower tp_size' % (tp_size, nnodes, -(-int(tp_size) // nnodes), gpu_count))
+        else:
+            errors.append('tp_size: %s is more than the %s GPU(s) of this host (gpu_count); lower tp_size or set gpu_count'
+                          % (tp_size, gpu_count))
     api_key = params.get('api_key')
     extra = [str(a) for a in (params.get('extra_args') or [])]
     for token in extra:

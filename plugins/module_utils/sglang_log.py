@@ -22,6 +22,8 @@ import collections
 import re
 
 READY_LINE = 'The server is fired up and ready to roll!'
+# Multi-node: a rank other than 0 serves no API; when its schedulers are ready it starts a dummy health server.
+MEMBER_READY = re.compile(r'Starting dummy health check server at|Dummy health check server scheduled')
 
 # Start-up milestones, in the order SGLang reaches them.  name -> regex.
 MILESTONES = (
@@ -156,7 +158,8 @@ class LogState(object):
     :meth:`evidence` and :meth:`tail`.
     """
 
-    def __init__(self, tail_size=40, extra_fatal=(), extra_telling=()):
+    def __init__(self, tail_size=40, extra_fatal=(), extra_telling=(), member=False):
+        self.member = member       # a multi-node rank other than 0: ready = its dummy health server started
         self.tail_lines = collections.deque(maxlen=tail_size)
         self.extra_fatal = tuple(extra_fatal)
         self.extra_telling = tuple(extra_telling)
@@ -201,6 +204,8 @@ class LogState(object):
         self.tail_lines.append(line)
         c = classify_line(line, self.extra_fatal)
         kind = c['kind']
+        if self.member and kind == 'other' and MEMBER_READY.search(line):
+            kind = 'ready'
         if kind == 'ready':
             self.ready = True
             self.ready_line = line

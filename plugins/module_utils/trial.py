@@ -51,6 +51,12 @@ def outcome(await_result, smoke_result=None, seconds=0.0):
     status = await_result.get('status')
     res = {'seconds': round(float(seconds), 2), 'smoke': None, 'benchmark': None,
            'ready_seconds': await_result.get('seconds')}
+    if await_result.get('ranks'):
+        # a multi-node group: which rank decided, and how each member ended
+        res['rank'], res['rank_host'] = await_result.get('rank'), await_result.get('host')
+        res['ranks'] = [{'rank': r.get('rank'), 'host': r.get('host'), 'status': r.get('status'),
+                         'reason': r.get('reason'), 'evidence': _first(r.get('evidence'))}
+                        for r in await_result['ranks']]
     if status != 'ready':
         reason = await_result.get('reason') or AWAIT_REASONS.get(status) or status or 'unknown'
         evidence = _first(await_result.get('evidence')) or await_result.get('msg')

@@ -73,6 +73,13 @@ options:
     description: Seconds one health request may take (SGLang itself answers 503 after 20 s without a token).
     type: float
     default: 25
+  node_rank:
+    description:
+      - The rank of this host in a multi-node group. Rank 0 (and a single host) logs the ready line above; any other
+        rank serves no API and is ready when it logs C(Starting dummy health check server at HOST:PORT) and its dummy
+        health endpoint answers 200 (the group is ready when rank 0 is).
+    type: int
+    default: 0
   require_ready_line:
     description:
       - Wait for the ready line before probing health.
@@ -605,6 +612,7 @@ def main():
             health_path=dict(type='str', default='/health_generate'),
             health_request_timeout=dict(type='float', default=25),
             require_ready_line=dict(type='bool', default=True),
+            node_rank=dict(type='int', default=0),
             timeout=dict(type='float', default=1800),
             hang_timeout=dict(type='float', default=600),
             unhealthy_timeout=dict(type='float', default=60),
@@ -660,7 +668,8 @@ def main():
         mode = 'poll' if module.check_mode else p['journal_mode']
         log = JournalLog(module.run_command, journalctl, unit, watch.invocation, since=since, mode=mode)
 
-    state = sglang_log.LogState(tail_size=p['tail_lines'], extra_fatal=extra_fatal, extra_telling=extra_telling)
+    state = sglang_log.LogState(tail_size=p['tail_lines'], extra_fatal=extra_fatal, extra_telling=extra_telling,
+                                member=p['node_rank'] > 0)
     url = sghttp.base_url(p['host'], p['port'], p['scheme']) + p['health_path']
     probe = HealthProbe(url, p['api_key'], p['health_request_timeout'], p['validate_certs'])
     try:

@@ -62,8 +62,21 @@ options:
     description: C(--served-model-name); may not contain C(:).
     type: str
   tp_size:
-    description: C(--tp-size) (tensor parallel size); at most O(gpu_count).
+    description:
+      - C(--tp-size) (tensor parallel size); at most O(gpu_count).
+      - In a multi-node group the total over all nodes, O(gpu_count) per node times O(nnodes) at most.
     type: int
+  nnodes:
+    description:
+      - C(--nnodes), the number of hosts of a multi-node group (every member runs the same flags).
+      - Leave unset for one host.
+    type: int
+  node_rank:
+    description: C(--node-rank) of this host in its group; rank 0 serves HTTP. Needs O(nnodes).
+    type: int
+  dist_init_addr:
+    description: C(--dist-init-addr), C(HOST:PORT) of rank 0 where the ranks meet. Needs O(nnodes).
+    type: str
   quantization:
     description: C(--quantization), for example V(modelopt_fp4).
     type: str
@@ -398,6 +411,9 @@ def main():
             model_path=dict(type='str'),
             served_model_name=dict(type='str'),
             tp_size=dict(type='int'),
+            nnodes=dict(type='int'),
+            node_rank=dict(type='int'),
+            dist_init_addr=dict(type='str'),
             quantization=dict(type='str'),
             moe_runner_backend=dict(type='str'),
             fp4_gemm_backend=dict(type='str'),

@@ -70,3 +70,15 @@ def test_extra_patterns():
 def test_strip_prefix():
     assert sglang_log.strip_prefix('[2026-05-01 12:00:00 TP3] RuntimeError: x') == 'RuntimeError: x'
     assert sglang_log.strip_prefix('no prefix') == 'no prefix'
+
+
+def test_member_rank_is_ready_when_its_dummy_health_server_starts():
+    line = '[2026-11-29 20:41:07] Starting dummy health check server at 0.0.0.0:30000'
+    member = sglang_log.LogState(member=True)
+    member.feed('[2026-11-29 20:41:02 TP8] Load weight end. elapsed=1.02 s, type=Qwen3MoeForCausalLM')
+    assert not member.ready
+    member.feed(line)
+    assert member.ready and member.ready_line == line
+    head = sglang_log.LogState()
+    head.feed(line)                       # rank 0 and single hosts wait for the real ready line
+    assert not head.ready

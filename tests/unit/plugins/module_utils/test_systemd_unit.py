@@ -152,3 +152,19 @@ def test_service_names(case):
 @pytest.mark.parametrize('case', CASES['restart'], ids=[str(c['value']) for c in CASES['restart']])
 def test_restart(case):
     assert su.normalize_restart(case['value']) == case['want']
+
+
+@pytest.mark.parametrize('rank', [0, 1])
+def test_multinode_units_of_both_ranks_parse_with_sglangs_parser(rank, tmp_path):
+    """A two-node group: the rendered unit of each rank, read back the way systemd splits ExecStart, parses with the
+    0.5.23 parser into the same flags except the rank."""
+    params = params_for('/models/Qwen3.5 397B "NVFP4"')
+    params.update(tp_size=16, nnodes=2, node_rank=rank, dist_init_addr='10.77.0.11:20000')
+    checked = sf.validate(params, sf.FlagTable(DUMP['options'], DUMP['sglang_version']), arch='sm120', gpu_count=8)
+    assert checked['errors'] == []
+    argv = sf.build_argv(params)
+    unit = su.render_unit(argv, 'sglang', str(tmp_path / 'sglang.env'))
+    words = su.parse_exec_start(su.read_unit_value(unit, 'ExecStart'), ENV)
+    ns = build_parser(DUMP['options']).parse_args(words[3:])
+    assert (ns.nnodes, ns.node_rank, ns.dist_init_addr, ns.tp_size) == (2, rank, '10.77.0.11:20000', 16)
+    assert ns.model_path == '/models/Qwen3.5 397B "NVFP4"' and ns.moe_runner_backend == 'flashinfer_cutlass'

@@ -1,0 +1,56 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters for serving groups (multi-node tensor parallel); the logic lives in module_utils/serving_group.py."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import serving_group as sg
+
+
+def _get(hostvars, host, key):
+    try:
+        return hostvars[host].get(key)
+    except (KeyError, AttributeError):
+        return None
+
+
+def serving_group(hostvars, me, play_hosts, inventory_hosts):
+    """-> {'errors': [...], 'group': {...} or None} for host ``me``."""
+    summaries = {}
+    for host in play_hosts:
+        summary = _get(hostvars, host, 'preflight_member')
+        if isinstance(summary, dict):
+            summaries[host] = summary
+    if me not in summaries:
+        raise AnsibleFilterError('serving_group: %s has no preflight_member fact' % me)
+    # members in this play say their group themselves (play vars count); others are found in the inventory
+    groups = dict((host, summary.get('group')) for host, summary in summaries.items() if summary.get('group'))
+    for host in inventory_hosts:
+        if host not in summaries:
+            name = _get(hostvars, host, 'sglang_group')
+            if name:
+                groups[host] = name
+    errors, group = sg.check_group(me, summaries, groups, list(play_hosts))
+    return {'errors': errors, 'group': group}
+
+
+def group_await(hostvars, group, fact):
+    """The group's await verdict from each member's registered ``fact`` (for example backend_trial_await)."""
+    results = {}
+    for member in group.get('members') or []:
+        value = _get(hostvars, member['host'], fact)
+        results[member['host']] = value if isinstance(value, dict) else {}
+    return sg.combine_await(group, results)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            'serving_group': serving_group,
+            'group_await': group_await,
+        }
