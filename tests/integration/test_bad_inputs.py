@@ -163,6 +163,67 @@ def test_model_path_with_spaces_quotes_dollar(lab, results):  # pylint: disable=
     assert got == path, (got, path, unit)
 
 
+def group_inventory(gpu01_vars, ct129_vars):
+    """The lab inventory with gpu01 and ct129 made one serving group (host vars given per member)."""
+    inv = tempfile.mkdtemp(prefix="llmserve-it-inv-")
+    os.symlink(os.path.join(CHECKOUT, "inventories", "lab", "group_vars"), os.path.join(inv, "group_vars"))
+    hosts = {"all": {"children": {
+        "sglang_servers": {"hosts": {
+            "gpu01": dict({"ansible_host": IPS["gpu01"], "sglang_group": "pair", "sglang_node_rank": 0}, **gpu01_vars),
+            "ct129": dict({"ansible_host": IPS["ct129"], "sglang_group": "pair", "sglang_node_rank": 1,
+                           "sglang_proxmox_node": "pve01", "sglang_proxmox_vmid": 129}, **ct129_vars)}},
+        "proxmox_nodes": {"hosts": {"pve01": {"ansible_host": IPS["pve01"]}}}}}}
+    with open(os.path.join(inv, "hosts.yml"), "w", encoding="utf-8") as handle:
+        json.dump(hosts, handle)      # JSON is YAML
+    return inv
+
+
+GROUP_CASES = [
+    # id, gpu01 vars, ct129 vars, --limit, strings the error must contain
+    ("group-member-left-out-by-limit", {}, {}, "gpu01", ["sglang_group 'pair'", "ct129 are not in this run", "--limit"]),
+    ("group-two-members-one-rank", {}, {"sglang_node_rank": 0}, None,
+     ["sglang_node_rank 0 is given to ct129 and gpu01"]),
+    ("group-tp-not-split-over-nodes", {"sglang_tp_size": 7}, {"sglang_tp_size": 7}, None,
+     ["sglang_tp_size=7 cannot be split over the 2 nodes", "multiple of 2"]),
+    ("group-settings-differ", {}, {"sglang_served_model_name": "other"}, None,
+     ["sglang_served_model_name differs", "group_vars"]),
+    ("group-dist-init-addr-not-rank0s", {"sglang_dist_init_addr": "10.77.0.250:20000"},
+     {"sglang_dist_init_addr": "10.77.0.250:20000"}, None,
+     ["dist-init address 10.77.0.250:20000", "not an address of this host, rank 0"]),
+]
+
+
+@pytest.mark.parametrize("case", GROUP_CASES, ids=[c[0] for c in GROUP_CASES])
+def test_bad_serving_group(lab, results, case):  # pylint: disable=unused-argument,redefined-outer-name
+    """A multi-node group is checked as a whole in preflight: nothing changes on any member."""
+    name, gpu01_vars, ct129_vars, limit, wants = case
+    before = (snapshot("gpu01"), snapshot("ct129"))
+    rc, out, _reports = deploy({}, inventory=group_inventory(gpu01_vars, ct129_vars), limit=limit)
+    after = (snapshot("gpu01"), snapshot("ct129"))
+    missing = [w for w in wants if w not in out]
+    line = next((ln.strip() for ln in out.splitlines() if wants[0] in ln), "")
+    ok = rc != 0 and not missing and before == after
+    results.add("bad input", name, "rc=%s; %s" % (rc, line[:160]), ok)
+    assert rc != 0 and not missing, (missing, out[-3000:])
+    assert before == after
+
+
+def test_group_member_cannot_reach_rank0(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    """ct129 has no route to gpu01 (as behind a firewall that rejects): preflight names the address, nothing changes."""
+    ssh("ct129", "ip route add unreachable %s/32" % IPS["gpu01"])
+    try:
+        before = (snapshot("gpu01"), snapshot("ct129"))
+        rc, out, _reports = deploy({}, inventory=group_inventory({}, {}))
+        after = (snapshot("gpu01"), snapshot("ct129"))
+    finally:
+        ssh("ct129", "ip route del unreachable %s/32" % IPS["gpu01"])
+    want = "dist-init address %s:20000 cannot be reached from this member" % IPS["gpu01"]
+    ok = rc != 0 and want in out and before == after
+    results.add("bad input", "group-member-cannot-reach-rank0", "rc=%s; %s" % (rc, want if want in out else "?"), ok)
+    assert rc != 0 and want in out, out[-3000:]
+    assert before == after
+
+
 def test_container_stopped(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
     """Last of the container cases: a stopped CT restarts from a fresh root, so the baseline there is gone after it."""
     before = snapshot("gpu01")
