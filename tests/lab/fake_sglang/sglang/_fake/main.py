@@ -386,12 +386,15 @@ class App:
     def _bind_failed(self, e: OSError) -> None:
         log.uvicorn(f"[Errno {e.errno}] error while attempting to bind on address ({self.args.host!r}, "
                     f"{self.args.port}): {(e.strerror or str(e)).lower()}", level="ERROR")
+        self.kill_children()
+        os._exit(1)
+
+    def kill_children(self) -> None:
         for pid in self.children:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        os._exit(1)
 
     def serve_dummy(self) -> None:
         """Node rank >= 1: launch_dummy_health_check_server(host, port, enable_metrics): uvicorn at log level
@@ -418,11 +421,7 @@ class App:
 
     def _dummy_stop(self) -> None:
         self.killing = True
-        for pid in self.children:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.kill_children()
         os._exit(0)
 
     def _set_ready(self) -> None:
