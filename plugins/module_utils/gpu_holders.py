@@ -431,3 +431,46 @@ def wait_memory(query, threshold_mib, deadline, ops, gpus=None, poll=0.1):
         if ops.now() >= deadline:
             return False, memory, round(ops.now() - start, 3)
         ops.sleep(poll)
+
+
+# ---------------------------------------------------------------- stopping a unit, bounded
+ACTIVE_STATES = ('active', 'activating', 'deactivating', 'reloading', 'refreshing')
+
+
+def stop_unit(run, unit, timeout, vmid=None, check_mode=False, now=None):
+    """Stop a systemd unit, bounded: ``systemctl stop`` for at most ``timeout`` seconds, then SIGKILL to the unit.
+
+    ``run(argv) -> (rc, stdout, stderr)``. With ``vmid`` (on a Proxmox VE node) every command runs in that container
+    through ``pct exec VMID --``. A unit that is not loaded or not running is left alone. When the stop does not end in
+    time, the stop job goes on in systemd and ``systemctl kill --signal=SIGKILL`` ends what the unit still runs.
+    Returns {unit, before, result, seconds}: result ``not_loaded``, ``not_active``, ``stopped``, ``killed`` (the stop
+    timed out) or ``would_stop`` (check mode). Raises RuntimeError naming the command when systemctl fails.
+    """
+    if now is None:
+        now = time.monotonic
+    prefix = ['pct', 'exec', str(vmid), '--'] if vmid else []
+    t0 = now()
+
+    def call(argv, ok=(0,)):
+        rc, out, err = run(prefix + argv)
+        if rc not in ok:
+            raise RuntimeError('%s failed (rc %s): %s' % (' '.join(prefix + argv), rc, (err or out or '').strip()))
+        return rc, out
+
+    dummy, out = call(['systemctl', 'show', '--property=LoadState,ActiveState', unit])
+    props = dict(line.split('=', 1) for line in (out or '').splitlines() if '=' in line)
+    before = props.get('ActiveState', '')
+    result = {'unit': unit, 'before': before, 'result': 'stopped', 'seconds': 0.0}
+    if props.get('LoadState') == 'not-found':
+        result['result'] = 'not_loaded'
+    elif before not in ACTIVE_STATES:
+        result['result'] = 'not_active'
+    elif check_mode:
+        result['result'] = 'would_stop'
+    else:
+        rc, dummy = call(['timeout', '%g' % float(timeout), 'systemctl', 'stop', unit], ok=(0, 124))
+        if rc == 124:
+            call(['systemctl', 'kill', '--signal=SIGKILL', unit], ok=(0, 1))  # 1: nothing was left to kill
+            result['result'] = 'killed'
+    result['seconds'] = round(now() - t0, 3)
+    return result

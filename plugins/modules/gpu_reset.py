@@ -21,6 +21,9 @@ description:
   - Sends SIGTERM, waits up to O(term_grace) (polling C(/proc) every 50 ms), sends SIGKILL to what is left,
     then waits until every GPU's used memory is under O(memory_threshold_mib) (polling C(nvidia-smi) every 100 ms).
   - Everything is bounded by O(timeout); past it the module fails and says what is still held and by whom.
+  - With O(stop_unit), a systemd unit (the SGLang service) is stopped first, bounded by O(stop_timeout), so that one
+    call does the whole clean-up. The unit's own processes end the way systemd ends them, then what still holds a
+    GPU is ended.
 author:
   - llmserve maintainers (@llmserve)
 extends_documentation_fragment:
@@ -80,6 +83,17 @@ options:
     description: Name or path of C(fuser) (psmisc). When missing, C(/proc/*/fd) is scanned instead.
     type: str
     default: fuser
+  stop_unit:
+    description:
+      - A systemd unit to stop before looking for holders (C(systemctl stop), for at most O(stop_timeout) seconds; when
+        it does not finish in time, C(systemctl kill --signal=SIGKILL) ends what the unit still runs).
+      - A unit that is not loaded or not running is left alone.
+      - With O(vmid) the unit is the container's, stopped with C(pct exec VMID -- ...) from the node.
+    type: str
+  stop_timeout:
+    description: Seconds the stop of O(stop_unit) may take before the unit is killed.
+    type: float
+    default: 60
   hard_reset:
     description:
       - When memory is still held at the end, run C(nvidia-smi --gpu-reset -i N) on those GPUs.
@@ -104,6 +118,11 @@ EXAMPLES = r'''
   llmserve.sglang.gpu_reset:
     vmid: 129
   delegate_to: pve01
+
+- name: Stop the SGLang unit, then free the GPUs (one call)
+  llmserve.sglang.gpu_reset:
+    stop_unit: sglang.service
+    stop_timeout: 60
 
 - name: Preview (kills nothing)
   llmserve.sglang.gpu_reset:
@@ -154,8 +173,15 @@ memory_after:
   returned: always
   type: list
   elements: dict
+unit_stop:
+  description:
+    - What O(stop_unit) did; C(result) is V(not_loaded), V(not_active), V(stopped), V(killed) (the stop timed out) or,
+      in check mode, V(would_stop).
+  returned: when O(stop_unit) is set
+  type: dict
+  sample: {unit: sglang.service, before: active, result: stopped, seconds: 0.41}
 seconds:
-  description: Time the module took.
+  description: Time the module took to free the GPUs (after the unit's stop).
   returned: always
   type: float
 seconds_to_free:
@@ -256,12 +282,22 @@ def main():
             fuser=dict(type='str', default='fuser'),
             hard_reset=dict(type='bool', default=False),
             nvidia_smi=dict(type='str', default='nvidia-smi'),
+            stop_unit=dict(type='str'),
+            stop_timeout=dict(type='float', default=60),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    if p['timeout'] <= 0 or p['term_grace'] < 0:
-        module.fail_json(msg='timeout: must be more than 0 and term_grace 0 or more (every wait here is bounded)')
+    if p['timeout'] <= 0 or p['term_grace'] < 0 or p['stop_timeout'] <= 0:
+        module.fail_json(msg='timeout and stop_timeout: must be more than 0 and term_grace 0 or more '
+                             '(every wait here is bounded)')
+    unit_stop = None
+    if p['stop_unit']:
+        try:
+            unit_stop = gpu_holders.stop_unit(module.run_command, p['stop_unit'], p['stop_timeout'],
+                                              vmid=p['vmid'], check_mode=module.check_mode)
+        except RuntimeError as exc:
+            module.fail_json(msg='stop_unit: %s' % exc)
     ops = gpu_holders.ProcOps()
     start = ops.now()
     deadline = start + p['timeout']
@@ -276,20 +312,23 @@ def main():
     result = dict(changed=False, holders=holders, killed=[], would_kill=[], spared=spared,
                   memory_before=memory_before, memory_after=memory_before, seconds=0.0, seconds_to_free=None,
                   hard_reset_done=[], sources_used=reset.sources_used)
+    if unit_stop is not None:
+        result['unit_stop'] = unit_stop
+        result['changed'] = unit_stop['result'] in ('stopped', 'killed', 'would_stop')
     for rec in holders:
         if rec.get('state') == 'D':
             module.warn('pid %s (%s) holds a GPU and is in D state (uninterruptible sleep)' % (rec['pid'], rec.get('name')))
 
     if module.check_mode:
         result['would_kill'] = kill
-        result['changed'] = bool(kill)
+        result['changed'] = result['changed'] or bool(kill)
         result['seconds'] = round(ops.now() - start, 3)
         module.exit_json(**result)
 
     t_signal = ops.now()
     killed, remaining = gpu_holders.terminate(kill, p['term_grace'], deadline, ops)
     result['killed'] = killed
-    result['changed'] = bool(killed)
+    result['changed'] = result['changed'] or bool(killed)
 
     def query():
         return nsmi.memory_by_index(reset.memory())

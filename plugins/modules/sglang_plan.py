@@ -85,6 +85,18 @@ options:
     description: The host's record of earlier trials (JSON). A missing file is an empty record.
     type: path
     required: true
+  service_name:
+    description:
+      - Also read the state of the unit C(<service_name>.service) as it is before the deploy (RV(unit_state)); a
+        rollback restores it.
+    type: str
+    version_added: 0.2.0
+  port:
+    description:
+      - Also list the processes that listen on this TCP port (RV(port_listeners)), so that a port held by another
+        program stops the deploy before any change. A port out of 1-65535 is not looked up (nothing listens there).
+    type: int
+    version_added: 0.2.0
 '''
 
 EXAMPLES = r'''
@@ -157,11 +169,28 @@ planned:
   returned: success
   type: list
   elements: str
+unit_state:
+  description: C(systemctl show) of the unit (V(LoadState), V(ActiveState), V(UnitFileState), V(FragmentPath)).
+  returned: when O(service_name) is set
+  type: dict
+  sample: {LoadState: loaded, ActiveState: active, UnitFileState: enabled, FragmentPath: /etc/systemd/system/sglang.service}
+port_listeners:
+  description: The processes listening on O(port), each with its C(/proc/<pid>/cgroup) (null when it could not be read).
+  returned: when O(port) is set
+  type: list
+  elements: dict
+  sample: [{pid: 812, cgroup: "0::/system.slice/sglang.service"}]
+port_ss:
+  description: The lines C(ss -H -l -t -n -p 'sport = :PORT') printed.
+  returned: when O(port) is set
+  type: list
+  elements: str
 '''
 
 import difflib
 import json
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmserve.sglang.plugins.module_utils import arch_matrix, plan as planlib, sglang_flags
@@ -199,6 +228,39 @@ def misspelt_backend(candidates, result, table):
     return None
 
 
+def run_checked(module, argv):
+    rc, out, err = module.run_command(argv)
+    if rc != 0:
+        module.fail_json(msg='%s failed (rc %s): %s' % (' '.join(argv), rc, (err or out).strip()), rc=rc)
+    return out
+
+
+def read_host(module, service_name, port):
+    """What the plan's callers need from the host as it is now: the unit's state, the port's listeners."""
+    out = {}
+    if service_name:
+        text = run_checked(module, ['systemctl', 'show', '--property=LoadState,ActiveState,UnitFileState,FragmentPath',
+                                    '%s.service' % service_name])
+        out['unit_state'] = dict((k.strip(), v.strip()) for k, sep, v in (line.partition('=') for line in text.splitlines())
+                                 if sep)
+    if port is not None:
+        out['port_listeners'], out['port_ss'] = [], []
+        if not 0 < port < 65536:
+            return out  # out of range: the launch's validation names it
+        text = run_checked(module, ['ss', '-H', '-l', '-t', '-n', '-p', 'sport = :%d' % port])
+        listeners = []
+        for pid in sorted(set(int(x) for x in re.findall(r'pid=([0-9]+)', text))):
+            try:
+                with open('/proc/%d/cgroup' % pid) as handle:
+                    cgroup = handle.read()
+            except (IOError, OSError):
+                cgroup = None
+            listeners.append({'pid': pid, 'cgroup': cgroup})
+        out['port_listeners'] = listeners
+        out['port_ss'] = [line for line in text.splitlines() if line.strip()]
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -210,6 +272,8 @@ def main():
             sglang_version=dict(type='str', required=True),
             sglang_options=dict(type='list', elements='dict', required=True),
             record_path=dict(type='path', required=True),
+            service_name=dict(type='str'),
+            port=dict(type='int'),
         ),
         supports_check_mode=True,
     )
@@ -242,7 +306,8 @@ def main():
                              'or sglang_extra_args' % (p['sglang_version'], kg[0]['evidence']), plan=result)
     module.exit_json(changed=False, plan=result, record=record,
                      fingerprint=planlib.gpu_fingerprint(p['gpu']),
-                     planned=[c['name'] for c in result if c['outcome'] == 'planned'])
+                     planned=[c['name'] for c in result if c['outcome'] == 'planned'],
+                     **read_host(module, p['service_name'], p['port']))
 
 
 if __name__ == '__main__':

@@ -59,6 +59,13 @@ options:
   selected:
     description: The candidate now serving (V(name), V(config_key)), if any.
     type: dict
+  release_lock:
+    description:
+      - A directory to remove once the record is written (or found unchanged). This is the run's deploy lock, taken
+        by the role C(preflight) and given back in the same call as the record it protects. Its removal is not a change to
+        the host (the lock lived only for this run). Nothing is removed in check mode.
+    type: path
+    version_added: 0.2.0
 '''
 
 EXAMPLES = r'''
@@ -87,6 +94,7 @@ path:
 import datetime
 import json
 import os
+import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -102,6 +110,7 @@ def main():
             sglang_version=dict(type='str', required=True),
             results=dict(type='list', elements='dict', default=[]),
             selected=dict(type='dict'),
+            release_lock=dict(type='path'),
         ),
         supports_check_mode=True,
     )
@@ -127,6 +136,8 @@ def main():
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         module.atomic_move(tmp, p['path'])
+    if p['release_lock'] and not module.check_mode and os.path.isdir(p['release_lock']):
+        shutil.rmtree(p['release_lock'])
     module.exit_json(changed=changed, record=new, path=p['path'])
 
 

@@ -24,8 +24,10 @@ from __future__ import absolute_import, division, print_function
 
 import argparse
 import fcntl
+import glob
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -38,6 +40,7 @@ LABCTL = ['/usr/bin/python3', os.path.join(ROOT, 'tests', 'lab', 'labctl.py')]
 LAB_KEY = '/var/tmp/llmserve-lab/ssh/id_ed25519'
 BIN = os.path.dirname(sys.executable)
 LINK_ROOT = os.path.join(ROOT, '.tmp', 'collections')
+LAB_CGROUPS = '/sys/fs/cgroup/unified/llmlab'   # tests/lab/labctl.py: one cgroup per mock host
 RULED_OUT = ('arch_unsupported', 'unknown_flag')
 
 
@@ -57,13 +60,19 @@ class Bench(object):
 
     # ------------------------------------------------------------------ helpers
     def sh(self, argv, name, env=None, timeout=600, check=True):
-        """Run argv with output in OUT/logs/NAME.log; returns (rc, seconds, output)."""
+        """Run argv with output in OUT/logs/NAME.log; returns (rc, seconds, output).
+
+        self.last_cpu: CPU seconds (user + system) of argv and every descendant it waited for (for
+        ansible-playbook: the controller's forks, module runs on the controller and its ssh clients)."""
         path = os.path.join(self.out, 'logs', name + '.log')
         t0 = time.time()
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         with open(path, 'w') as f:
             proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout,
                                   check=False)
         seconds = time.time() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.last_cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
         with open(path) as f:
             text = f.read()
         if check and proc.returncode != 0:
@@ -88,6 +97,17 @@ class Bench(object):
         rc, seconds, dummy = self.sh(argv, name, env=self.ansible_env(timing))
         with open(timing) as f:
             return seconds, json.load(f)
+
+    @staticmethod
+    def lab_cpu():
+        """CPU seconds used so far in each mock host's cgroup (its systemd, sshd, modules, fake servers)."""
+        out = {}
+        for path in glob.glob(os.path.join(LAB_CGROUPS, '*', 'cpu.stat')):
+            with open(path) as f:
+                for line in f:
+                    if line.startswith('usage_usec '):
+                        out[os.path.basename(os.path.dirname(path))] = int(line.split()[1]) / 1e6
+        return out
 
     def lab(self, *args):
         words = [os.path.basename(a).split('.')[0] for a in args if not a.startswith('-')]
@@ -257,9 +277,11 @@ class Bench(object):
         log('P3/P6: lab of 8 GPU hosts; deploy to gpu01 alone (3 candidates: trtllm-moe, cutedsl-moe, known-good)')
         self.lab_down()
         self.lab('--config', os.path.join(HERE, 'lab-8gpu.yml'), 'up')
+        cpu0 = self.lab_cpu()
         t1, timing1 = self.playbook('p6-deploy-1host', 'playbooks/deploy.yml', inv,
                                     ['-l', hosts[0], '-e', 'sglang_report_dir=' + os.path.join(self.out, 'deploy-1host')],
                                     forks=10)
+        ctl1, hosts1 = self.last_cpu, self.cpu_since(cpu0, hosts[:1])
         for h in hosts[:1]:
             with open(os.path.join(self.out, 'deploy-1host', h + '.json')) as f:
                 self.reports.append(json.load(f))
@@ -272,8 +294,14 @@ class Bench(object):
         log('P6: fresh lab, deploy to all 8 GPU hosts (forks 10)')
         self.lab_down()
         self.lab('--config', os.path.join(HERE, 'lab-8gpu.yml'), 'up')
+        cpu0 = self.lab_cpu()
         t8, dummy = self.playbook('p6-deploy-8hosts', 'playbooks/deploy.yml', inv,
                                   ['-e', 'sglang_report_dir=' + os.path.join(self.out, 'deploy-8hosts')], forks=10)
+        ctl8, hosts8 = self.last_cpu, self.cpu_since(cpu0, hosts)
+        # the 8 fake servers now serve and are idle: what do they cost while nobody asks them anything?
+        cpu_idle0, idle_t0 = self.lab_cpu(), time.time()
+        time.sleep(5)
+        idle = sum(self.cpu_since(cpu_idle0, hosts).values()) / (time.time() - idle_t0)
         states = []
         for h in hosts:
             with open(os.path.join(self.out, 'deploy-8hosts', h + '.json')) as f:
@@ -283,6 +311,20 @@ class Bench(object):
         self.add('P6', 'deploy wall time, 8 GPU hosts vs 1 (all %s)' % ','.join(sorted(set(states))),
                  '%.1f s vs %.1f s = %.2fx' % (t8, t1, t8 / t1), '<= 1.5x', 'seeds: hosts one after another (8x)',
                  t8 / t1 <= 1.5)
+        cores = os.cpu_count() or 1
+        self.notes.append(
+            'P6 CPU (%d cores here; controller = ansible-playbook and everything it ran, ssh clients included):\n'
+            '  1 host : controller %5.1f s CPU, the host %5.1f s; %.1f s wall\n'
+            '  8 hosts: controller %5.1f s CPU (%.1f s per host), the hosts %5.1f s (%.1f s per host); %.1f s wall\n'
+            '  CPU needed by the 8-host run: %.1f s = %.2f s of wall time at best on %d cores; '
+            'the 8 serving fake servers idle: %.2f cores' % (
+                cores, ctl1, sum(hosts1.values()), t1, ctl8, ctl8 / len(hosts), sum(hosts8.values()),
+                sum(hosts8.values()) / len(hosts), t8, ctl8 + sum(hosts8.values()),
+                (ctl8 + sum(hosts8.values())) / cores, cores, idle))
+
+    def cpu_since(self, before, hosts):
+        now = self.lab_cpu()
+        return dict((h, now.get(h, 0.0) - before.get(h, 0.0)) for h in hosts)
 
     def p7(self):
         """tests/bench/p7_screen.py (issue 10), under the lock this run holds."""
@@ -326,6 +368,8 @@ def main():
     ap.add_argument('--out', default=os.path.join(ROOT, 'reports', 'bench'))
     ap.add_argument('--runs', type=int, default=20, help='P1 trials per failure class')
     ap.add_argument('--skip-lab', action='store_true', help='only P1 and P5')
+    ap.add_argument('--only', default='', help='comma-separated steps to run (p5, p1, p4, fastest, p3p6, p2, p7); '
+                    'default: all')
     args = ap.parse_args()
     if os.geteuid() != 0 and not args.skip_lab:
         print('make bench needs root (the lab uses network namespaces and systemd); or run with --skip-lab')
@@ -336,14 +380,18 @@ def main():
     b = Bench(args.out)
     b.reports, b.fastest_rows, b.p3_roles = [], [], []
     t0 = time.time()
-    steps = [b.p5_loadgen, lambda: b.p1_detect(args.runs)]
+    only = set(w.strip() for w in args.only.split(',') if w.strip())
+    wanted = (lambda name: not only or name in only)
+    steps = [step for name, step in (('p5', b.p5_loadgen), ('p1', lambda: b.p1_detect(args.runs))) if wanted(name)]
+    lab_steps = [step for name, step in (('p4', b.p4_cleanup), ('fastest', b.fastest), ('p3p6', b.p3_p6), ('p2', b.p2),
+                                         ('p7', b.p7)) if wanted(name)]
     for step in steps:
         try:
             step()
         except Exception as e:  # print what was measured, report the rest
             b.failed.append(str(e))
             log('FAILED: %s' % e)
-    if not args.skip_lab:
+    if not args.skip_lab and lab_steps:
         log('waiting for the lab lock %s' % LOCK)
         with open(LOCK, 'a') as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -351,7 +399,7 @@ def main():
             try:
                 b.lab_down()
                 b.lab('up')
-                for step in (b.p4_cleanup, b.fastest, b.p3_p6, b.p2, b.p7):
+                for step in lab_steps:
                     try:
                         step()
                     except Exception as e:  # print what was measured, report the rest

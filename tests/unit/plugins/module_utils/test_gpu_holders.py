@@ -191,3 +191,46 @@ def test_alive_checks_start_time():
     info = gh.proc_info(os.getpid())
     assert ops.alive(os.getpid(), info['starttime'])
     assert not ops.alive(os.getpid(), info['starttime'] + 1)
+
+
+class FakeSystemctl(object):
+    def __init__(self, show='LoadState=loaded\nActiveState=active\n', stop_rc=0):
+        self.show, self.stop_rc, self.calls = show, stop_rc, []
+
+    def __call__(self, argv):
+        self.calls.append(argv)
+        if 'show' in argv:
+            return 0, self.show, ''
+        if 'stop' in argv:
+            return self.stop_rc, '', ''
+        return 0, '', ''
+
+
+def test_stop_unit_bounded_then_killed():
+    run = FakeSystemctl(stop_rc=124)
+    got = gh.stop_unit(run, 'sglang.service', 60, now=iter([0.0, 2.5]).__next__)
+    assert got == {'unit': 'sglang.service', 'before': 'active', 'result': 'killed', 'seconds': 2.5}
+    assert run.calls[1:] == [['timeout', '60', 'systemctl', 'stop', 'sglang.service'],
+                             ['systemctl', 'kill', '--signal=SIGKILL', 'sglang.service']]
+
+
+def test_stop_unit_leaves_what_does_not_run_alone():
+    for show, result in (('LoadState=not-found\nActiveState=inactive\n', 'not_loaded'),
+                         ('LoadState=loaded\nActiveState=failed\n', 'not_active')):
+        run = FakeSystemctl(show=show)
+        assert gh.stop_unit(run, 'x.service', 5)['result'] == result
+        assert len(run.calls) == 1
+
+
+def test_stop_unit_in_a_container_goes_through_pct_exec():
+    run = FakeSystemctl()
+    got = gh.stop_unit(run, 'sglang.service', 8.5, vmid=129)
+    assert got['result'] == 'stopped'
+    assert run.calls[1] == ['pct', 'exec', '129', '--', 'timeout', '8.5', 'systemctl', 'stop', 'sglang.service']
+
+
+def test_stop_unit_failure_raises_with_the_command():
+    def run(argv):
+        return 1, '', 'Access denied'
+    with pytest.raises(RuntimeError, match='systemctl show .*Access denied'):
+        gh.stop_unit(run, 'sglang.service', 5)

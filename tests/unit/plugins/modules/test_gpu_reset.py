@@ -157,3 +157,68 @@ def test_without_fuser_scans_proc(holder, monkeypatch):
     result, failed, calls = run_mocked(gpu_reset.main, {'devices': '/dev/null*', '_ansible_check_mode': True},
                                        monkeypatch, gpu, bin_paths={'fuser': None})
     assert not failed and result['sources_used'] == ['nvidia-smi', 'proc']
+
+
+class FakeSystemd(object):
+    """systemctl (optionally through pct exec) in front of FakeGpu: the unit's process ends when it is stopped."""
+
+    def __init__(self, gpu, unit_proc, load='loaded', active='active', stop_rc=0):
+        self.gpu, self.proc, self.load, self.active, self.stop_rc = gpu, unit_proc, load, active, stop_rc
+
+    def __call__(self, argv):
+        if argv[:2] == ['pct', 'exec']:
+            argv = argv[4:]
+        if argv[0] == 'systemctl' and argv[1] == 'show':
+            return 0, 'LoadState=%s\nActiveState=%s\n' % (self.load, self.active), ''
+        if argv[0] == 'timeout' and argv[2:4] == ['systemctl', 'stop']:
+            if self.stop_rc == 0 and self.proc is not None:
+                self.proc.terminate()
+                self.proc.wait()
+            return self.stop_rc, '', ''
+        if argv[:2] == ['systemctl', 'kill']:
+            self.proc.kill()
+            self.proc.wait()
+            return 0, '', ''
+        return self.gpu(argv)
+
+
+def test_stop_unit_first_then_nothing_left_to_kill(holder, monkeypatch):
+    proc = holder()
+    fake = FakeSystemd(FakeGpu([proc.pid]), proc)
+    result, failed, calls = run({'stop_unit': 'sglang.service', 'stop_timeout': 7}, monkeypatch, fake)
+    assert not failed, result.get('msg')
+    assert result['changed'] and result['killed'] == []
+    assert result['unit_stop']['result'] == 'stopped' and result['unit_stop']['before'] == 'active'
+    assert ['timeout', '7', 'systemctl', 'stop', 'sglang.service'] in calls
+    assert calls.index(['timeout', '7', 'systemctl', 'stop', 'sglang.service']) < min(
+        i for i, c in enumerate(calls) if c[0].endswith('nvidia-smi'))
+
+
+def test_stop_unit_timed_out_is_killed(holder, monkeypatch):
+    proc = holder(ignore_term=True)
+    fake = FakeSystemd(FakeGpu([proc.pid]), proc, stop_rc=124)
+    result, failed, calls = run({'stop_unit': 'sglang.service', 'stop_timeout': 1}, monkeypatch, fake)
+    assert not failed and result['unit_stop']['result'] == 'killed'
+    assert ['systemctl', 'kill', '--signal=SIGKILL', 'sglang.service'] in calls
+    assert proc.poll() is not None
+
+
+def test_stop_unit_not_loaded_or_in_a_container(holder, monkeypatch):
+    fake = FakeSystemd(FakeGpu([]), None, load='not-found', active='inactive')
+    result, failed, calls = run({'stop_unit': 'sglang.service'}, monkeypatch, fake)
+    assert not failed and not result['changed'] and result['unit_stop']['result'] == 'not_loaded'
+    assert not [c for c in calls if 'stop' in c]
+    fake = FakeSystemd(FakeGpu([]), None, active='active')
+    result, failed, calls = run({'stop_unit': 'sglang.service', 'vmid': 129, '_ansible_check_mode': True},
+                                monkeypatch, fake)
+    assert not failed and result['changed'] and result['unit_stop']['result'] == 'would_stop'
+    assert calls[0] == ['pct', 'exec', '129', '--', 'systemctl', 'show', '--property=LoadState,ActiveState',
+                        'sglang.service']
+    assert not [c for c in calls if 'stop' in c]
+
+
+def test_stop_unit_failure_is_named(monkeypatch):
+    def broken(argv):
+        return 1, '', 'Failed to connect to bus'
+    result, failed, calls = run({'stop_unit': 'sglang.service'}, monkeypatch, broken)
+    assert failed and result['msg'].startswith('stop_unit: systemctl show') and 'bus' in result['msg']
