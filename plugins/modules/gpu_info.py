@@ -40,6 +40,14 @@ options:
       - Absolute path of the Python interpreter SGLang is installed in (for example V(/root/ml-env/bin/python3)).
       - When omitted, RV(sglang) is not gathered (RV(sglang.installed) is V(null)).
     type: path
+  option_help:
+    description:
+      - Keep each option's C(help) text in RV(sglang.options).
+      - The help texts are about half of the table; a caller that only validates flags and choices (the deploy passes
+        the table to every M(llmserve.sglang.sglang_launch) call) sets V(false) and gets C(help) as V(null).
+    type: bool
+    default: true
+    version_added: 0.2.0
   proxmox:
     description:
       - Map GPU processes to Proxmox VE containers through C(/proc/<pid>/cgroup).
@@ -210,6 +218,7 @@ def main():
             nvidia_smi=dict(type='str', default='nvidia-smi'),
             sglang_python=dict(type='path'),
             proxmox=dict(type='str', default='auto', choices=['auto', 'always', 'never']),
+            option_help=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
     )
@@ -262,6 +271,9 @@ def main():
                                 error='%s does not exist or is not executable' % params['sglang_python'])
     elif params['sglang_python']:
         result['sglang'] = sglang_flags.read_installed(module.run_command, params['sglang_python'])
+        if not params['option_help']:
+            for option in result['sglang'].get('options') or []:
+                option['help'] = None
     else:
         result['sglang'] = dict(installed=None, version=None, python=None, python_version=None, source=None,
                                 options=[], error='sglang_python not given')

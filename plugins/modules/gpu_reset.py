@@ -200,71 +200,10 @@ sources_used:
   elements: str
 '''
 
-import glob
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_free
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
-from ansible_collections.llmserve.sglang.plugins.module_utils import nvidia_smi as nsmi
-
-
-class Reset(object):
-    def __init__(self, module):
-        self.module = module
-        self.p = module.params
-        name = self.p['nvidia_smi']
-        if os.path.isabs(name):
-            self.nvidia_smi = name if os.access(name, os.X_OK) else None
-        else:
-            self.nvidia_smi = module.get_bin_path(name, opt_dirs=['/usr/bin', '/usr/local/bin'])
-        if not self.nvidia_smi:
-            module.fail_json(msg='nvidia_smi: %r was not found on this host; install the NVIDIA driver utilities, '
-                                 'or set the nvidia_smi option to the full path of nvidia-smi' % name)
-        self.sources_used = []
-
-    def smi(self, argv):
-        rc, out, err = self.module.run_command(argv)
-        if rc != 0:
-            self.module.fail_json(msg='%s failed (rc=%s): %s' % (' '.join(argv), rc, (err or out).strip()),
-                                  rc=rc, stderr=err)
-        return out
-
-    def memory(self):
-        rows = nsmi.parse_csv(self.smi(nsmi.query_gpu_argv(self.nvidia_smi, nsmi.MEMORY_FIELDS)), nsmi.MEMORY_FIELDS)
-        return rows
-
-    def find(self):
-        gpus = self.memory()
-        apps = nsmi.parse_apps(self.smi(nsmi.query_apps_argv(self.nvidia_smi)), gpus)
-        self.sources_used = ['nvidia-smi']
-        paths = sorted(x for x in glob.glob(self.p['devices']) if not os.path.isdir(x))
-        fuser_rows = None
-        fuser = self.module.get_bin_path(self.p['fuser'], opt_dirs=['/usr/bin', '/bin', '/sbin', '/usr/sbin'])
-        if fuser and paths:
-            rc, out, err = self.module.run_command(gpu_holders.fuser_argv(paths, fuser))
-            if rc in (0, 1):
-                fuser_rows = gpu_holders.parse_fuser(out, err)
-                self.sources_used.append('fuser')
-        fd_scan = None
-        if fuser_rows is None:
-            fd_scan = gpu_holders.scan_proc_fds(pattern=gpu_holders.device_pattern(self.p['devices']))
-            self.sources_used.append('proc')
-        pids = set(a['pid'] for a in apps if a.get('pid') is not None)
-        pids.update(r['pid'] for r in fuser_rows or [])
-        pids.update((fd_scan or {}).keys())
-        infos = dict((pid, gpu_holders.proc_info(pid)) for pid in pids)
-        holders = gpu_holders.merge_holders(apps, fuser_rows, fd_scan, infos)
-        return gpus, holders
-
-
-def describe(items):
-    parts = []
-    for h in items:
-        vmid = ' (vmid %s)' % h['vmid'] if h.get('vmid') else ''
-        why = ' [%s]' % h['why'] if h.get('why') else ''
-        parts.append('pid %s %s%s%s' % (h['pid'], h.get('name'), vmid, why))
-    return ', '.join(parts)
 
 
 def main():
@@ -298,75 +237,15 @@ def main():
                                               vmid=p['vmid'], check_mode=module.check_mode)
         except RuntimeError as exc:
             module.fail_json(msg='stop_unit: %s' % exc)
-    ops = gpu_holders.ProcOps()
-    start = ops.now()
-    deadline = start + p['timeout']
-    reset = Reset(module)
-    memory, holders = reset.find()
-    memory_before = nsmi.memory_by_index(memory)
-    own_vmid = gpu_holders.vmid_from_cgroup(gpu_holders.read_text('/proc/self/cgroup'))
-    kill, spared = gpu_holders.plan(
-        holders, vmid=p['vmid'], own_vmid=own_vmid, protected_pids=p['protected_pids'],
-        protected_names=p['protected_names'], self_pids=gpu_holders.ancestors(os.getpid()),
-        container=gpu_holders.in_container(), default_protected=p['default_protected'])
-    result = dict(changed=False, holders=holders, killed=[], would_kill=[], spared=spared,
-                  memory_before=memory_before, memory_after=memory_before, seconds=0.0, seconds_to_free=None,
-                  hard_reset_done=[], sources_used=reset.sources_used)
+    try:
+        ok, result, msg = gpu_free.free(module.run_command, lambda name, dirs: module.get_bin_path(name, opt_dirs=dirs),
+                                        p, check_mode=module.check_mode, warn=module.warn)
+    except gpu_free.FreeError as exc:
+        module.fail_json(msg=exc.msg, **exc.extra)
     if unit_stop is not None:
         result['unit_stop'] = unit_stop
-        result['changed'] = unit_stop['result'] in ('stopped', 'killed', 'would_stop')
-    for rec in holders:
-        if rec.get('state') == 'D':
-            module.warn('pid %s (%s) holds a GPU and is in D state (uninterruptible sleep)' % (rec['pid'], rec.get('name')))
-
-    if module.check_mode:
-        result['would_kill'] = kill
-        result['changed'] = result['changed'] or bool(kill)
-        result['seconds'] = round(ops.now() - start, 3)
-        module.exit_json(**result)
-
-    t_signal = ops.now()
-    killed, remaining = gpu_holders.terminate(kill, p['term_grace'], deadline, ops)
-    result['killed'] = killed
-    result['changed'] = result['changed'] or bool(killed)
-
-    def query():
-        return nsmi.memory_by_index(reset.memory())
-
-    ok, memory_after, dummy = gpu_holders.wait_memory(query, p['memory_threshold_mib'], deadline, ops, gpus=p['gpus'])
-    if ok:
-        result['seconds_to_free'] = round(ops.now() - t_signal, 3)
-    elif p['hard_reset']:
-        for item in gpu_holders.over_threshold(memory_after, p['memory_threshold_mib'], p['gpus']):
-            rc, out, err = module.run_command(nsmi.gpu_reset_argv(item['index'], reset.nvidia_smi))
-            if rc == 0:
-                result['hard_reset_done'].append(item['index'])
-            else:
-                module.warn('nvidia-smi --gpu-reset -i %s failed: %s' % (item['index'], (err or out).strip()))
-        result['changed'] = result['changed'] or bool(result['hard_reset_done'])
-        ok, memory_after, dummy = gpu_holders.wait_memory(query, p['memory_threshold_mib'], ops.now() + 10, ops,
-                                                          gpus=p['gpus'])
-        if ok:
-            result['seconds_to_free'] = round(ops.now() - t_signal, 3)
-    result['memory_after'] = memory_after
-    result['seconds'] = round(ops.now() - start, 3)
+        result['changed'] = result['changed'] or unit_stop['result'] in ('stopped', 'killed', 'would_stop')
     if not ok:
-        still = gpu_holders.over_threshold(memory_after, p['memory_threshold_mib'], p['gpus'])
-        dummy, holders_now = reset.find()
-        result['holders_after'] = holders_now
-        msg = ('GPU memory still held after %.1fs (timeout %s): %s (threshold %s MiB)'
-               % (result['seconds'], p['timeout'],
-                  ', '.join('GPU %s %s MiB' % (m['index'], m['used_mib']) for m in still), p['memory_threshold_mib']))
-        if remaining:
-            msg += '; not ended by SIGTERM/SIGKILL: %s' % describe(remaining)
-        if holders_now:
-            msg += '; holders now: %s' % describe(holders_now)
-        if spared:
-            msg += '; spared: %s' % describe(spared)
-        if not holders_now:
-            msg += ('; no process is listed: memory held by a process outside this PID namespace (a container: '
-                    'run on the Proxmox node with vmid) or by the driver')
-        result['remaining'] = remaining
         module.fail_json(msg=msg, **result)
     module.exit_json(**result)
 

@@ -194,6 +194,66 @@ options:
   user:
     description: C(User=) (root when not set).
     type: str
+  free_gpus:
+    description:
+      - Free the GPUs before the unit starts, in the same call. When a start or restart is due, the unit is stopped
+        (C(systemctl stop) for at most O(free_gpus.stop_timeout) seconds, then C(systemctl kill --signal=SIGKILL)),
+        the processes that still hold a GPU are ended and the memory is awaited exactly as
+        M(llmserve.sglang.gpu_reset) does (same options), and only then is the unit started. RV(actions) then reads
+        V(stop), V(free-gpus), V(start) instead of V(restart).
+      - When the GPUs are not free in time the module fails and leaves the unit stopped (RV(gpus_freed) says what
+        is still held and by whom).
+      - For a plain GPU host; a container's GPU holders are found from its Proxmox node (M(llmserve.sglang.gpu_reset)
+        with O(llmserve.sglang.gpu_reset#module:vmid) there).
+    type: dict
+    version_added: 0.2.0
+    suboptions:
+      stop_timeout:
+        description: Seconds the stop may take before the unit is killed.
+        type: float
+        default: 60
+      protected_pids:
+        description: PIDs never to signal.
+        type: list
+        elements: int
+        default: []
+      protected_names:
+        description: Process names never to signal, added to the built-in list.
+        type: list
+        elements: str
+        default: []
+      default_protected:
+        description: Also protect the built-in names (C(systemd), C(sshd), C(nvidia-persistenced), ...).
+        type: bool
+        default: true
+      term_grace:
+        description: Seconds between SIGTERM and SIGKILL.
+        type: float
+        default: 5
+      timeout:
+        description: Seconds the freeing may take, memory wait included.
+        type: float
+        default: 30
+      memory_threshold_mib:
+        description: A GPU counts as free when its used memory is below this (MiB).
+        type: int
+        default: 1024
+      hard_reset:
+        description: Run C(nvidia-smi --gpu-reset) on GPUs still held at the end (never on shared machines).
+        type: bool
+        default: false
+      nvidia_smi:
+        description: Name or path of C(nvidia-smi).
+        type: str
+        default: nvidia-smi
+      fuser:
+        description: Name or path of C(fuser); without it C(/proc/*/fd) is scanned.
+        type: str
+        default: fuser
+      devices:
+        description: Shell glob of the GPU device nodes.
+        type: str
+        default: /dev/nvidia*
 notes:
   - On stop systemd sends SIGTERM to the main process only (C(KillMode=mixed)); SGLang then takes its workers down.
     What is left after O(timeout_stop_sec) gets SIGKILL, so a stop is bounded.
@@ -316,6 +376,17 @@ sglang_version:
   description: The SGLang version the flags were checked against.
   returned: always
   type: str
+unit_stop:
+  description: With O(free_gpus), what the stop before the start did (V(stopped), V(killed), V(not_active), V(not_loaded)).
+  returned: when O(free_gpus) is set and a start was due
+  type: dict
+  sample: {unit: sglang.service, before: active, result: stopped, seconds: 0.4}
+gpus_freed:
+  description:
+    - With O(free_gpus), what freeing the GPUs did, as M(llmserve.sglang.gpu_reset) returns it (V(killed), V(spared),
+      V(memory_after), V(seconds), ...).
+  returned: when O(free_gpus) is set and a start was due
+  type: dict
 '''
 
 import datetime
@@ -326,6 +397,8 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_free
+from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
 from ansible_collections.llmserve.sglang.plugins.module_utils import systemd_unit
 
@@ -444,6 +517,19 @@ def main():
             limit_nofile=dict(type='int', default=1048576),
             working_directory=dict(type='path', default='/'),
             user=dict(type='str'),
+            free_gpus=dict(type='dict', options=dict(
+                stop_timeout=dict(type='float', default=60),
+                protected_pids=dict(type='list', elements='int', default=[]),
+                protected_names=dict(type='list', elements='str', default=[]),
+                default_protected=dict(type='bool', default=True),
+                term_grace=dict(type='float', default=5),
+                timeout=dict(type='float', default=30),
+                memory_threshold_mib=dict(type='int', default=1024),
+                hard_reset=dict(type='bool', default=False),
+                nvidia_smi=dict(type='str', default='nvidia-smi'),
+                fuser=dict(type='str', default='fuser'),
+                devices=dict(type='str', default='/dev/nvidia*'),
+            )),
         ),
         supports_check_mode=True,
     )
@@ -469,6 +555,10 @@ def main():
         errors.append('backup_keep: must be 1 or more')
     if p['timeout_stop_sec'] < 1:
         errors.append('timeout_stop_sec: must be 1 or more (a stop must be bounded)')
+    free = p['free_gpus']
+    if free is not None and (free['timeout'] <= 0 or free['stop_timeout'] <= 0 or free['term_grace'] < 0):
+        errors.append('free_gpus: timeout and stop_timeout must be more than 0 and term_grace 0 or more '
+                      '(every wait is bounded)')
     # stopped without model_path: only stop; absent: only remove
     render = p['state'] != 'absent' and (p['state'] != 'stopped' or p['model_path'] is not None)
     if render:
@@ -594,10 +684,31 @@ def main():
         actions.append('restart')
     elif p['state'] == 'stopped' and active:
         actions.append('stop')
+    if free is not None and ('start' in actions or 'restart' in actions):
+        # stop (bounded), free the GPUs, then start: a restart in three steps
+        actions[:] = [a for a in actions if a not in ('start', 'restart')] + ['stop', 'free-gpus', 'start']
 
     if not module.check_mode:
         for action in actions:
-            if action != 'daemon-reload':
+            if action == 'daemon-reload':
+                continue
+            if free is not None and action == 'stop':
+                try:
+                    result['unit_stop'] = gpu_holders.stop_unit(module.run_command, unit_name, free['stop_timeout'])
+                except RuntimeError as exc:
+                    module.fail_json(msg='free_gpus: %s' % exc, **result)
+            elif action == 'free-gpus':
+                try:
+                    ok, freed, msg = gpu_free.free(module.run_command,
+                                                   lambda binary, dirs: module.get_bin_path(binary, opt_dirs=dirs),
+                                                   free, warn=module.warn)
+                except gpu_free.FreeError as exc:
+                    module.fail_json(msg='free_gpus: %s' % exc.msg, **result)
+                result['gpus_freed'] = freed
+                if not ok:
+                    result['changed'] = True
+                    module.fail_json(msg='free_gpus: the unit is stopped and not started: %s' % msg, **result)
+            else:
                 systemctl.do(action, unit_name)
     result['changed'] = changed or bool([a for a in actions if a != 'daemon-reload'])
     module.exit_json(**result)

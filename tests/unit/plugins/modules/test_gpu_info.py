@@ -84,3 +84,14 @@ def test_nvidia_smi_error_carries_stderr(monkeypatch):
 def test_proxmox_never(monkeypatch):
     result, failed, calls = run_mocked(gpu_info.main, {'proxmox': 'never'}, monkeypatch, nvidia_smi(apps_pid=1))
     assert not failed and result['proxmox_node'] is False and result['processes'][0]['vmid'] is None
+
+
+def test_option_help_false_drops_only_the_help_texts(monkeypatch):
+    monkeypatch.setattr(gpu_info.os, 'access', lambda path, mode: True)
+    args = {'sglang_python': '/root/ml-env/bin/python3'}
+    full, failed, calls = run_mocked(gpu_info.main, args, monkeypatch, nvidia_smi())
+    assert not failed and any(o['help'] for o in full['sglang']['options'])
+    lean, failed, calls = run_mocked(gpu_info.main, dict(args, option_help=False), monkeypatch, nvidia_smi())
+    assert not failed and all(o['help'] is None for o in lean['sglang']['options'])
+    assert [dict(o, help=None) for o in full['sglang']['options']] == lean['sglang']['options']
+    assert len(json.dumps(lean['sglang']['options'])) < 0.6 * len(json.dumps(full['sglang']['options']))

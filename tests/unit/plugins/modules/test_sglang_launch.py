@@ -209,3 +209,55 @@ def test_backups_are_pruned(base, monkeypatch):
 def test_bad_service_name(base, monkeypatch):
     result, failed, calls = run(dict(base, service_name='sglang.service'), monkeypatch, FakeSystemd())
     assert failed and result['msg'].startswith('sglang_launch: 1 problem') and 'service_name:' in result['msg']
+
+
+class FakeSystemdAndGpu(FakeSystemd):
+    """systemctl plus the stop and the GPU tools gpu_free runs: one stale GPU holder, gone once it is signalled."""
+
+    def __init__(self, held_mib=20000, **kw):
+        super(FakeSystemdAndGpu, self).__init__(**kw)
+        self.held = held_mib
+        self.calls = []
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        if argv[0] == 'systemctl' and argv[1] == 'show':
+            return 0, 'LoadState=loaded\nActiveState=%s\n' % ('active' if self.active else 'inactive'), ''
+        if argv[0] == 'timeout' and argv[2:4] == ['systemctl', 'stop']:
+            self.actions.append('stop')
+            self.active = False
+            return 0, '', ''
+        if argv[0].endswith('nvidia-smi'):
+            if argv[1].startswith('--query-gpu='):
+                return 0, '0, GPU-x, %d, 97887\n' % self.held, ''
+            return 0, '', ''  # no compute apps
+        if argv[0].endswith('fuser'):
+            return 1, '', ''
+        return super(FakeSystemdAndGpu, self).__call__(argv)
+
+
+def test_free_gpus_stops_frees_then_starts(base, monkeypatch):
+    systemd = FakeSystemdAndGpu(held_mib=3, active=True)
+    args = dict(base, state='restarted', free_gpus={'stop_timeout': 9, 'timeout': 2, 'devices': '/dev/null*'})
+    result, failed, calls = run(args, monkeypatch, systemd)
+    assert not failed, result.get('msg')
+    assert result['actions'] == ['daemon-reload', 'stop', 'free-gpus', 'start']
+    assert systemd.actions == ['daemon-reload', 'stop', 'start'] and systemd.active
+    assert ['timeout', '9', 'systemctl', 'stop', 'sglang-trial.service'] in systemd.calls
+    assert result['unit_stop']['result'] == 'stopped'
+    assert result['gpus_freed']['memory_after'][0]['used_mib'] == 3
+
+
+def test_free_gpus_held_memory_fails_and_leaves_the_unit_stopped(base, monkeypatch):
+    systemd = FakeSystemdAndGpu(held_mib=20000, active=True)
+    args = dict(base, state='restarted', free_gpus={'timeout': 0.3, 'devices': '/dev/null*'})
+    result, failed, calls = run(args, monkeypatch, systemd)
+    assert failed and result['msg'].startswith('free_gpus: the unit is stopped and not started: GPU memory still held')
+    assert 'start' not in systemd.actions and not systemd.active
+
+
+def test_free_gpus_unused_when_nothing_starts(base, monkeypatch):
+    systemd = FakeSystemdAndGpu(held_mib=20000, active=True)
+    args = dict(base, state='present', free_gpus={'timeout': 0.3})
+    result, failed, calls = run(args, monkeypatch, systemd)
+    assert not failed and 'free-gpus' not in result['actions'] and 'gpus_freed' not in result
