@@ -381,7 +381,10 @@ def main():
     b.reports, b.fastest_rows, b.p3_roles = [], [], []
     t0 = time.time()
     only = set(w.strip() for w in args.only.split(',') if w.strip())
-    wanted = (lambda name: not only or name in only)
+
+    def wanted(name):
+        return not only or name in only
+
     steps = [step for name, step in (('p5', b.p5_loadgen), ('p1', lambda: b.p1_detect(args.runs))) if wanted(name)]
     lab_steps = [step for name, step in (('p4', b.p4_cleanup), ('fastest', b.fastest), ('p3p6', b.p3_p6), ('p2', b.p2),
                                          ('p7', b.p7)) if wanted(name)]
