@@ -302,7 +302,8 @@ SYSTEMD_PROPS = ('MainPID', 'ExecMainPID', 'ActiveState', 'SubState', 'Result', 
 #   fatal_quiet  ... and no longer than until the log has been quiet this long (a traceback comes in one burst);
 #   drain_min    after the process died, until the log has been quiet this long (journald may lag a little);
 #   drain_max    at most this long after the death.
-TIMING = {'fatal_grace': 0.5, 'fatal_quiet': 0.15, 'drain_min': 0.15, 'drain_max': 0.8}
+#   traceback_grace  at most this long after a fatal line while its traceback has no exception line yet.
+TIMING = {'fatal_grace': 0.5, 'fatal_quiet': 0.15, 'drain_min': 0.15, 'drain_max': 0.8, 'traceback_grace': 1.5}
 
 CLD_EXITED = 1
 CLD_KILLED = 2
@@ -544,12 +545,15 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time)
         # the process
         if dead_at is None and watch.dead(now):
             dead_at = now
-            if not state.reason and hasattr(log, 'sync'):
-                # nothing fatal seen yet: let journald catch up before calling it a silent kill
+            if (not state.reason or state.in_traceback) and hasattr(log, 'sync'):
+                # nothing fatal seen yet, or a traceback without its last line: let journald catch up before
+                # calling it a silent kill or taking a traceback's first lines as its evidence
                 log.sync()
         if dead_at is not None:
-            # drain what the dying process still wrote (journal may lag a little), then decide
-            if (not lines and now - dead_at >= p['drain_min']) or now - dead_at > p['drain_max'] or check_mode:
+            # drain what the dying process still wrote (journal may lag a little), then decide; a traceback still
+            # open (no exception line yet) gets up to drain_max
+            drained = not lines and now - dead_at >= p['drain_min'] and not state.in_traceback
+            if drained or now - dead_at > p['drain_max'] or check_mode:
                 sig, code, result = watch.exit_info()
                 res['signal'], res['exit_code'] = sig, code
                 if state.reason and state.reason != 'unhealthy':
@@ -565,8 +569,11 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time)
             continue
         if fatal_at is not None and state.reason != 'unhealthy':
             # keep reading the traceback for a moment; the process usually dies within it
-            quiet = now - max(fatal_at, line_at or fatal_at) >= p.get('fatal_quiet', p['fatal_grace'])
-            if quiet or now - fatal_at >= p['fatal_grace'] or check_mode:
+            # (a traceback without its exception line yet is not done: a loaded host's journald can pause mid-way)
+            quiet = (now - max(fatal_at, line_at or fatal_at) >= p.get('fatal_quiet', p['fatal_grace'])
+                     and not state.in_traceback)
+            grace = p.get('traceback_grace', p['fatal_grace']) if state.in_traceback else p['fatal_grace']
+            if quiet or now - fatal_at >= grace or check_mode:
                 res.update(status=state.reason, reason=state.reason)
                 break
             continue

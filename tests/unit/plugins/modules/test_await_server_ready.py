@@ -347,3 +347,48 @@ def test_running_server_with_an_old_ready_line_never_answering_times_out_after_t
     res, took = wait_fake(126, answer_after=None, lines=[(READY, 106)], timeout=30.0, unhealthy_timeout=60.0)
     assert res['status'] == 'timeout'
     assert 29.9 <= took < 30.5
+
+
+class ScriptedLog(object):
+    """A log that gives each (after, text) line once the fake clock is ``after`` seconds past the call; each poll
+    lets the clock run by the poll interval."""
+
+    def __init__(self, clock, script):
+        self.clock = clock
+        self.script = [(clock.t + after, text) for after, text in script]
+
+    def poll(self, interval):
+        self.clock.t += interval
+        due = [(text, t) for t, text in self.script if t <= self.clock.t]
+        self.script = [(t, text) for t, text in self.script if t > self.clock.t]
+        return due
+
+
+TRACEBACK = [
+    (0.10, '[2026-11-29 21:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):'),
+    (0.11, '  File "/x/sglang/srt/managers/scheduler.py", line 2801, in run_scheduler_process'),
+    # journald on a loaded host pauses here, longer than fatal_quiet
+    (0.60, '  File "/x/flashinfer/fused_moe/core.py", line 2351, in trtllm_fp4_block_scale_moe'),
+    (0.61, 'RuntimeError: trtllm_fp4_block_scale_moe requires 10.x architecture'),
+]
+
+
+def test_a_traceback_that_pauses_midway_is_read_to_its_end():
+    clock = FakeClock()
+    state = sglang_log.LogState()
+    res = mod.wait(None, params(require_ready_line=True, poll_interval=0.05), RunningUnit(5),
+                   ScriptedLog(clock, TRACEBACK), FakeProbe(clock, None), state, clock=clock)
+    assert res['status'] == 'crashed'
+    # the verdict waited for the kernel's line instead of taking the traceback's first lines
+    assert 'requires 10.x architecture' in state.last_exception
+    assert 'trtllm_fp4_block_scale_moe' in state.telling_line()
+    assert res['seconds'] >= 0.6
+
+
+def test_a_complete_traceback_is_decided_after_fatal_quiet():
+    clock = FakeClock()
+    script = [(0.1, TRACEBACK[0][1]), (0.11, TRACEBACK[1][1]), (0.12, TRACEBACK[2][1]), (0.13, TRACEBACK[3][1])]
+    res = mod.wait(None, params(require_ready_line=True, poll_interval=0.05), RunningUnit(5),
+                   ScriptedLog(clock, script), FakeProbe(clock, None), sglang_log.LogState(), clock=clock)
+    assert res['status'] == 'crashed'
+    assert res['seconds'] < 0.5
