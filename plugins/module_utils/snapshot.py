@@ -53,7 +53,7 @@ def _mode(path):
         return None
 
 
-def _write(path, data, mode, check_mode):
+def write_atomic(path, data, mode, check_mode=False):
     """Write data to path atomically (temporary file in the same directory, then rename). True when it changed."""
     if _read(path) == data and _mode(path) == mode:
         return False
@@ -104,20 +104,20 @@ def take(state_dir, files, state, check_mode=False):
     if not os.path.exists(marker):
         result['taken'] = True
         changed = _ensure_dir(snap, DIR_MODE, check_mode) or changed
-        changed = _write(os.path.join(snap, STATE_FILE), state_json(state).encode('utf-8'), FILE_MODE, check_mode) or changed
+        changed = write_atomic(os.path.join(snap, STATE_FILE), state_json(state).encode('utf-8'), FILE_MODE, check_mode) or changed
         for name in sorted(files):
             copy = os.path.join(snap, name)
             if os.path.isfile(files[name]):
                 with open(files[name], 'rb') as handle:
                     data = handle.read()
                 result['saved'].append(name)
-                changed = _write(copy, data, FILE_MODE, check_mode) or changed
+                changed = write_atomic(copy, data, FILE_MODE, check_mode) or changed
             else:
                 result['absent'].append(name)
                 if os.path.lexists(copy):
                     changed = True
                     if not check_mode:
                         os.unlink(copy)
-    changed = _write(marker, MARKER_TEXT.encode('utf-8'), FILE_MODE, check_mode) or changed
+    changed = write_atomic(marker, MARKER_TEXT.encode('utf-8'), FILE_MODE, check_mode) or changed
     result['changed'] = changed
     return result

@@ -12,8 +12,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import stat
-import tempfile
+
+from ansible_collections.llmserve.sglang.plugins.module_utils.snapshot import write_atomic
 
 
 def text_of(content):
@@ -43,27 +43,9 @@ def write_files(dest, files, mode=0o644, dir_mode=0o755, check_mode=False):
             os.makedirs(dest)
             os.chmod(dest, dir_mode)
     for name in sorted(files):
-        path = os.path.join(dest, name)
         data = text_of(files[name]).encode('utf-8')
-        try:
-            with open(path, 'rb') as handle:
-                same = handle.read() == data and stat.S_IMODE(os.fstat(handle.fileno()).st_mode) == mode
-        except (IOError, OSError):
-            same = False
-        if same:
+        if write_atomic(os.path.join(dest, name), data, mode, check_mode):
+            out['changed'].append(name)
+        else:
             out['unchanged'].append(name)
-            continue
-        out['changed'].append(name)
-        if check_mode:
-            continue
-        fd, tmp = tempfile.mkstemp(prefix='.%s.' % name, dir=dest)
-        try:
-            with os.fdopen(fd, 'wb') as handle:
-                handle.write(data)
-            os.chmod(tmp, mode)
-            os.rename(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
     return out
