@@ -381,12 +381,14 @@ class UnitWatch(object):
             self.module.fail_json(msg='systemctl show %s failed (rc=%s): %s' % (self.unit, rc, err.strip()))
         self.props = parse_show(out)
         self.last_show = time.time()
-        try:
-            pid = int(self.props.get('MainPID') or 0)
-        except ValueError:
-            pid = 0
-        if pid:
-            self.pid = pid
+        for key in ('MainPID', 'ExecMainPID'):     # ExecMainPID stays known after the process is gone
+            try:
+                pid = int(self.props.get(key) or 0)
+            except ValueError:
+                pid = 0
+            if pid:
+                self.pid = pid
+                break
         return self.props
 
     def started_monotonic(self):

@@ -106,6 +106,7 @@ def test_killed_unit_with_empty_journal(run_module, mocker):
     assert res['status'] == 'killed' and res['signal'] == 9 and res['signal_name'] == 'KILL'
     assert res['log_said_anything'] is False
     assert 'the log is empty' in res['evidence'][0]
+    assert res['evidence'][0].startswith('process 4242 ended')   # ExecMainPID: the PID is known after the death
     assert res['unit']['Result'] == 'signal'
     jc = [a for a in calls if a[0].endswith('journalctl')]
     assert jc and '_SYSTEMD_INVOCATION_ID=abc123' in jc[0]
