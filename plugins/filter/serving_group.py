@@ -48,9 +48,19 @@ def group_await(hostvars, group, fact):
     return sg.combine_await(group, results)
 
 
+def group_failing(hostvars, group, fact, check):
+    """The members whose ``fact`` fails ``check`` (failed, not_ready, not_serving): [{host, rank}]."""
+    values = dict((m['host'], _get(hostvars, m['host'], fact)) for m in group.get('members') or [])
+    try:
+        return sg.members_failing(group, values, check)
+    except ValueError as exc:
+        raise AnsibleFilterError('group_failing: %s' % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             'serving_group': serving_group,
             'group_await': group_await,
+            'group_failing': group_failing,
         }

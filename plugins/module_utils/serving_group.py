@@ -267,6 +267,25 @@ def combine_await(group, results):
     return combined
 
 
+# One fact per member -> the members for which it says "not good", by check:
+#   failed       a registered result that failed (a missing one is not a failure: the task did not run there)
+#   not_ready    an await_server_ready result whose status is not ready (missing: not ready)
+#   not_serving  a value other than 'serving' (sglang_service_final_state; missing: not serving)
+CHECKS = {
+    'failed': lambda v: isinstance(v, dict) and bool(v.get('failed')),
+    'not_ready': lambda v: not isinstance(v, dict) or v.get('status') != 'ready',
+    'not_serving': lambda v: v != 'serving',
+}
+
+
+def members_failing(group, values, check):
+    """[{'host', 'rank'}] of the group's members whose value (values: {host: value}) fails ``check``."""
+    if check not in CHECKS:
+        raise ValueError('check must be one of %s, got %r' % (', '.join(sorted(CHECKS)), check))
+    test = CHECKS[check]
+    return [{'host': m['host'], 'rank': m['rank']} for m in group.get('members') or [] if test(values.get(m['host']))]
+
+
 # ----------------------------------------------------------------------------------------- address checks
 def resolve(host):
     """-> list of IP strings, or raises ValueError naming the host."""

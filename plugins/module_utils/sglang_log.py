@@ -22,8 +22,9 @@ import collections
 import re
 
 READY_LINE = 'The server is fired up and ready to roll!'
-# Multi-node: a rank other than 0 serves no API; when its schedulers are ready it starts a dummy health server.
-MEMBER_READY = re.compile(r'Starting dummy health check server at|Dummy health check server scheduled')
+# Multi-node: a rank other than 0 serves no API and never logs READY_LINE; when its schedulers are ready it starts a
+# dummy health server and logs this instead (rank 0 and a single host never do), so either line means "ready".
+MEMBER_READY_LINES = ('Starting dummy health check server at', 'Dummy health check server scheduled')
 
 # Start-up milestones, in the order SGLang reaches them.  name -> regex.
 MILESTONES = (
@@ -34,7 +35,7 @@ MILESTONES = (
     ('cuda_graph_begin', re.compile(r'Capture cuda graph begin')),
     ('cuda_graph', re.compile(r'Capture cuda graph end')),
     ('http_up', re.compile(r'Uvicorn running on')),
-    ('ready', re.compile(re.escape(READY_LINE))),
+    ('ready', re.compile('|'.join(re.escape(t) for t in (READY_LINE,) + MEMBER_READY_LINES))),
 )
 MILESTONE_ORDER = tuple(name for name, _rx in MILESTONES)
 
@@ -158,8 +159,7 @@ class LogState(object):
     :meth:`evidence` and :meth:`tail`.
     """
 
-    def __init__(self, tail_size=40, extra_fatal=(), extra_telling=(), member=False):
-        self.member = member       # a multi-node rank other than 0: ready = its dummy health server started
+    def __init__(self, tail_size=40, extra_fatal=(), extra_telling=()):
         self.tail_lines = collections.deque(maxlen=tail_size)
         self.extra_fatal = tuple(extra_fatal)
         self.extra_telling = tuple(extra_telling)
@@ -204,8 +204,6 @@ class LogState(object):
         self.tail_lines.append(line)
         c = classify_line(line, self.extra_fatal)
         kind = c['kind']
-        if self.member and kind == 'other' and MEMBER_READY.search(line):
-            kind = 'ready'
         if kind == 'ready':
             self.ready = True
             self.ready_line = line

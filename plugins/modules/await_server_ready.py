@@ -16,7 +16,8 @@ description:
   - Watches, together, the server's log (the journal of a systemd unit, or a plain log file), its process
     (the unit's main process, or a given PID) and C(GET /health_generate).
   - Returns C(ready) as soon as the ready line C(The server is fired up and ready to roll!) was logged and the health
-    endpoint answered 200.
+    endpoint answered 200. A multi-node rank other than 0 never logs that line; its ready line is
+    C(Starting dummy health check server at HOST:PORT), and its dummy health endpoint answers 200.
   - Returns a failure status as soon as the process dies or a fatal line appears, within about one second of the event,
     with the most telling line of the traceback as evidence.
   - With O(step), returns C(loading) after at most O(step) seconds with the latest start-up milestone, so that a role can
@@ -73,13 +74,6 @@ options:
     description: Seconds one health request may take (SGLang itself answers 503 after 20 s without a token).
     type: float
     default: 25
-  node_rank:
-    description:
-      - The rank of this host in a multi-node group. Rank 0 (and a single host) logs the ready line above; any other
-        rank serves no API and is ready when it logs C(Starting dummy health check server at HOST:PORT) and its dummy
-        health endpoint answers 200 (the group is ready when rank 0 is).
-    type: int
-    default: 0
   require_ready_line:
     description:
       - Wait for the ready line before probing health.
@@ -621,7 +615,6 @@ def main():
             health_path=dict(type='str', default='/health_generate'),
             health_request_timeout=dict(type='float', default=25),
             require_ready_line=dict(type='bool', default=True),
-            node_rank=dict(type='int', default=0),
             timeout=dict(type='float', default=1800),
             hang_timeout=dict(type='float', default=600),
             unhealthy_timeout=dict(type='float', default=60),
@@ -677,8 +670,7 @@ def main():
         mode = 'poll' if module.check_mode else p['journal_mode']
         log = JournalLog(module.run_command, journalctl, unit, watch.invocation, since=since, mode=mode)
 
-    state = sglang_log.LogState(tail_size=p['tail_lines'], extra_fatal=extra_fatal, extra_telling=extra_telling,
-                                member=p['node_rank'] > 0)
+    state = sglang_log.LogState(tail_size=p['tail_lines'], extra_fatal=extra_fatal, extra_telling=extra_telling)
     url = sghttp.base_url(p['host'], p['port'], p['scheme']) + p['health_path']
     probe = HealthProbe(url, p['api_key'], p['health_request_timeout'], p['validate_certs'])
     try:

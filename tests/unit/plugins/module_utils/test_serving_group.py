@@ -100,3 +100,14 @@ def test_resolve_names_the_host():
     with pytest.raises(ValueError) as exc:
         sg.resolve('no-such-host.invalid')
     assert 'no-such-host.invalid does not resolve' in str(exc.value)
+
+
+@pytest.mark.parametrize('case', CASES['failing'], ids=[c['name'] for c in CASES['failing']])
+def test_members_failing(case):
+    assert sg.members_failing(GROUP, case['values'], case['check']) == case['want']
+
+
+def test_members_failing_names_the_checks():
+    with pytest.raises(ValueError) as exc:
+        sg.members_failing(GROUP, {}, 'broken')
+    assert 'failed, not_ready, not_serving' in str(exc.value)

@@ -74,11 +74,11 @@ def test_strip_prefix():
 
 def test_member_rank_is_ready_when_its_dummy_health_server_starts():
     line = '[2026-11-29 20:41:07] Starting dummy health check server at 0.0.0.0:30000'
-    member = sglang_log.LogState(member=True)
+    member = sglang_log.LogState()
     member.feed('[2026-11-29 20:41:02 TP8] Load weight end. elapsed=1.02 s, type=Qwen3MoeForCausalLM')
-    assert not member.ready
+    assert not member.ready and member.milestone == 'load_end'
     member.feed(line)
-    assert member.ready and member.ready_line == line
-    head = sglang_log.LogState()
-    head.feed(line)                       # rank 0 and single hosts wait for the real ready line
+    assert member.ready and member.ready_line == line and member.milestone == 'ready'
+    head = sglang_log.LogState()           # rank 0 (and a single host) still needs the real ready line
+    head.feed('[2026-11-29 20:41:07] Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)')
     assert not head.ready
