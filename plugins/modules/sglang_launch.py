@@ -343,6 +343,13 @@ daemon_reloaded:
   description: Whether C(systemctl daemon-reload) ran.
   returned: always
   type: bool
+invocation_id:
+  description:
+    - The unit's C(InvocationID) after the actions (empty when it is not running, and in check mode). The same ID
+      as before the call means the same process goes on serving: nothing restarted it.
+  returned: when O(state) is not C(absent)
+  type: str
+  sample: 6c0a5f4d6b0e4a0e9f1f2f0c2d7e8a11
 actions:
   description: The C(systemctl) actions taken (or that would be, in check mode).
   returned: always
@@ -467,6 +474,10 @@ class Systemctl(object):
     def is_enabled(self, unit):
         rc, out = self.query('is-enabled', unit)
         return out in ('enabled', 'enabled-runtime', 'linked', 'alias')
+
+    def invocation_id(self, unit):
+        rc, out = self.query('show', '--property=InvocationID', '--value', unit)
+        return out if rc == 0 else ''
 
 
 def fail_errors(module, errors, **kwargs):
@@ -710,6 +721,7 @@ def main():
                     module.fail_json(msg='free_gpus: the unit is stopped and not started: %s' % msg, **result)
             else:
                 systemctl.do(action, unit_name)
+    result['invocation_id'] = '' if module.check_mode else systemctl.invocation_id(unit_name)
     result['changed'] = changed or bool([a for a in actions if a != 'daemon-reload'])
     module.exit_json(**result)
 

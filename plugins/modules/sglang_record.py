@@ -66,6 +66,13 @@ options:
         the host (the lock lived only for this run). Nothing is removed in check mode.
     type: path
     version_added: 0.2.0
+  trial_marker:
+    description:
+      - The trials' in-progress marker (written by M(llmserve.sglang.trial_snapshot)) to remove once the record is
+        written: the trials are over, and the unit on disk is the one that serves or the one put back. Removing it is
+        a change. Nothing is removed in check mode.
+    type: path
+    version_added: 0.2.0
 '''
 
 EXAMPLES = r'''
@@ -89,6 +96,10 @@ path:
   returned: success
   type: str
   sample: /var/lib/llmserve/sglang/record.json
+marker_removed:
+  description: Whether O(trial_marker) was there and was removed (in check mode, whether it would be).
+  returned: success
+  type: bool
 '''
 
 import datetime
@@ -111,6 +122,7 @@ def main():
             results=dict(type='list', elements='dict', default=[]),
             selected=dict(type='dict'),
             release_lock=dict(type='path'),
+            trial_marker=dict(type='path'),
         ),
         supports_check_mode=True,
     )
@@ -136,9 +148,12 @@ def main():
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         module.atomic_move(tmp, p['path'])
+    marker_removed = bool(p['trial_marker']) and os.path.lexists(p['trial_marker'])
+    if marker_removed and not module.check_mode:
+        os.unlink(p['trial_marker'])
     if p['release_lock'] and not module.check_mode and os.path.isdir(p['release_lock']):
         shutil.rmtree(p['release_lock'])
-    module.exit_json(changed=changed, record=new, path=p['path'])
+    module.exit_json(changed=changed or marker_removed, record=new, path=p['path'], marker_removed=marker_removed)
 
 
 if __name__ == '__main__':

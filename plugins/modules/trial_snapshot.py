@@ -20,7 +20,7 @@ description:
     the snapshot from before that run is kept and only the marker is written.
   - Every file is written to a temporary file in its directory and renamed, so a reader never sees half a file.
   - The rollback (role C(sglang_service)) restores from this snapshot; the marker is removed once a configuration
-    serves or the previous one is back.
+    serves or the previous one is back (M(llmserve.sglang.sglang_record) O(llmserve.sglang.sglang_record#module:trial_marker)).
 author:
   - llmserve maintainers (@llmserve)
 extends_documentation_fragment:

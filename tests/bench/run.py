@@ -86,6 +86,7 @@ class Bench(object):
         if timing_file:
             env['ANSIBLE_CALLBACKS_ENABLED'] = 'bench_timing'
             env['BENCH_TIMING_FILE'] = timing_file
+            env['BENCH_HOST_CGROUPS'] = LAB_CGROUPS
         return env
 
     def playbook(self, name, playbook, inventory, args=(), forks=None):

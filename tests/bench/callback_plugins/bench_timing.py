@@ -50,6 +50,9 @@ class CallbackModule(CallbackBase):
         self.play = None
         self.task_start = {}
         self.host_start = {}
+        self.host_cpu0 = {}
+        # the lab's per-host cgroups (tests/lab/labctl.py): a task's host CPU is read off its host's cpu.stat
+        self.cgroups = os.environ.get('BENCH_HOST_CGROUPS')
         self.plays = []
         self.rows = []
 
@@ -66,8 +69,22 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_handler_task_start(self, task):
         self._task_start(task)
 
+    def host_cpu(self, host):
+        """CPU seconds used so far in the host's lab cgroup (None outside the lab)."""
+        if not self.cgroups:
+            return None
+        try:
+            with open(os.path.join(self.cgroups, host, 'cpu.stat')) as f:
+                for line in f:
+                    if line.startswith('usage_usec '):
+                        return int(line.split()[1]) / 1e6
+        except (IOError, OSError, ValueError):
+            return None
+        return None
+
     def v2_runner_on_start(self, host, task):
         self.host_start[(task._uuid, host.get_name())] = time.time()
+        self.host_cpu0[(task._uuid, host.get_name())] = self.host_cpu(host.get_name())
 
     def _done(self, result, status):
         now = time.time()
@@ -78,6 +95,9 @@ class CallbackModule(CallbackBase):
         action = (task.action or '').split('.')[-1]
         row = {'play': self.play, 'role': role, 'task': task.get_name(), 'action': action, 'host': host,
                'start': start, 'end': now, 'seconds': now - start, 'status': status}
+        cpu0, cpu1 = self.host_cpu0.get((task._uuid, host)), self.host_cpu(host)
+        if cpu0 is not None and cpu1 is not None:
+            row['host_cpu'] = cpu1 - cpu0
         res = result._result if isinstance(result._result, dict) else {}
         row['result'] = dict((key, res[key]) for key in KEEP.get(action, ()) if key in res)
         self.rows.append(row)

@@ -28,6 +28,11 @@ class FakeSystemd(object):
         self.active = active
         self.enabled = enabled
         self.actions = []
+        self.starts = 1 if active else 0  # a new InvocationID for every start
+
+    @property
+    def invocation(self):
+        return ('%032x' % self.starts) if self.active else ''
 
     def __call__(self, argv):
         if argv[0] != '/usr/bin/systemctl':
@@ -40,9 +45,13 @@ class FakeSystemd(object):
             return (0, 'active\n', '') if self.active else (3, 'inactive\n', '')
         if verb == 'is-enabled':
             return (0, 'enabled\n', '') if self.enabled else (1, 'disabled\n', '')
+        if verb == 'show':
+            assert argv[2:4] == ['--property=InvocationID', '--value'], argv
+            return 0, self.invocation + '\n', ''
         self.actions.append(verb)
         if verb in ('start', 'restart'):
             self.active = True
+            self.starts += 1
         elif verb == 'stop':
             self.active = False
         elif verb == 'enable':
@@ -103,10 +112,24 @@ def test_first_run_writes_and_starts_then_idempotent(base, monkeypatch, tmp_path
     assert argv[argv.index('--api-key') + 1] == KEY
     assert result['backup_files'] == []
 
-    # the same again: nothing written, no daemon-reload, no restart
+    first_invocation = result['invocation_id']
+    assert first_invocation == systemd.invocation != ''
+
+    # the same again: nothing written, no daemon-reload, no restart; the same process goes on (same invocation)
     systemd.actions = []
     result, failed, calls = run(base, monkeypatch, systemd)
     assert not failed and not result['changed'] and systemd.actions == []
+    assert result['invocation_id'] == first_invocation
+
+    # enabling only: still the same process
+    systemd.actions = []
+    result, failed, calls = run(dict(base, enabled=True), monkeypatch, systemd)
+    assert not failed and systemd.actions == ['enable'] and result['invocation_id'] == first_invocation
+
+    # a restart is a new invocation
+    result, failed, calls = run(dict(base, state='restarted'), monkeypatch, systemd)
+    assert not failed and result['invocation_id'] not in ('', first_invocation)
+    systemd.actions = []
 
     # a new backend: unit rewritten, backup kept, running service restarted
     changed = dict(base, moe_runner_backend='triton')
