@@ -346,7 +346,7 @@ daemon_reloaded:
 invocation_id:
   description:
     - The unit's C(InvocationID) after the actions (empty when it is not running, and in check mode). The same ID
-      as before the call means the same process goes on serving: nothing restarted it.
+      as before the call means the same process goes on serving, as nothing restarted it.
   returned: when O(state) is not C(absent)
   type: str
   sample: 6c0a5f4d6b0e4a0e9f1f2f0c2d7e8a11

@@ -69,7 +69,7 @@ options:
   trial_marker:
     description:
       - The trials' in-progress marker (written by M(llmserve.sglang.trial_snapshot)) to remove once the record is
-        written: the trials are over, and the unit on disk is the one that serves or the one put back. Removing it is
+        written (the trials are over, and the unit on disk is the one that serves or the one put back). Removing it is
         a change. Nothing is removed in check mode.
     type: path
     version_added: 0.2.0

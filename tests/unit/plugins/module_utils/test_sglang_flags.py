@@ -19,6 +19,7 @@ ARGS_PATH = os.path.join(HERE, '..', '..', '..', 'data', 'sglang', 'server-args-
 with open(ARGS_PATH) as _handle:
     DUMP = json.load(_handle)
 TABLE = sf.FlagTable(DUMP['options'], DUMP['sglang_version'])
+COMPACT = sf.FlagTable(sf.compact_options(DUMP['options']), DUMP['sglang_version'])
 CASES = yaml.safe_load(open(os.path.join(HERE, 'cases', 'sglang_flags.yml')))
 
 
@@ -47,6 +48,25 @@ def test_validate(case):
         assert [f['verdict'] for f in result['arch_findings']] == case['verdicts']
     for error in result['errors']:
         assert ':' in error.split(' ')[0], 'every error starts with the option it is about: %r' % error
+
+
+@pytest.mark.parametrize('case', CASES['validate'], ids=[c['name'] for c in CASES['validate']])
+def test_compact_table_validates_the_same(case):
+    kwargs = dict(arch=case.get('arch'), gpu_count=case.get('gpu_count'), force=case.get('force', False),
+                  check_flags=case.get('check_flags', True))
+    full, compact = sf.validate(params_of(case), TABLE, **kwargs), sf.validate(params_of(case), COMPACT, **kwargs)
+    for result in (full, compact):  # the parsed extra args name their option: compare the flags and values
+        result['extra_items'] = [(item['flag'], item['option']['dest'], item['values']) for item in result['extra_items']]
+    assert compact == full
+
+
+def test_compact_table_is_small_and_keeps_booleans():
+    compact = sf.compact_options(DUMP['options'])
+    assert len(json.dumps(compact)) < 0.6 * len(json.dumps([dict(o, help=None) for o in DUMP['options']]))
+    by_dest = dict((o['dest'], o) for o in compact)
+    assert by_dest['trust_remote_code']['nargs'] == 0  # a boolean flag: nargs 0 is kept, not dropped as empty
+    assert 'flashinfer_cutlass' in by_dest['moe_runner_backend']['choices']
+    assert all(set(o) <= set(sf.VALIDATION_FIELDS) for o in compact)
 
 
 @pytest.mark.parametrize('case', CASES['build_argv'], ids=[c['name'] for c in CASES['build_argv']])

@@ -95,3 +95,16 @@ def test_option_help_false_drops_only_the_help_texts(monkeypatch):
     assert not failed and all(o['help'] is None for o in lean['sglang']['options'])
     assert [dict(o, help=None) for o in full['sglang']['options']] == lean['sglang']['options']
     assert len(json.dumps(lean['sglang']['options'])) < 0.6 * len(json.dumps(full['sglang']['options']))
+
+
+def test_compact_options_keeps_what_validation_reads(monkeypatch):
+    monkeypatch.setattr(gpu_info.os, 'access', lambda path, mode: True)
+    args = {'sglang_python': '/root/ml-env/bin/python3'}
+    full, failed, calls = run_mocked(gpu_info.main, args, monkeypatch, nvidia_smi())
+    compact, failed, calls = run_mocked(gpu_info.main, dict(args, compact_options=True), monkeypatch, nvidia_smi())
+    assert not failed
+    options = compact['sglang']['options']
+    assert len(options) == len(full['sglang']['options'])
+    assert all('help' not in o and 'default' not in o for o in options)
+    assert [o['dest'] for o in options] == [o['dest'] for o in full['sglang']['options']]
+    assert len(json.dumps(options)) < 0.6 * len(json.dumps([dict(o, help=None) for o in full['sglang']['options']]))
