@@ -131,10 +131,11 @@ options:
     type: int
   sglang_options:
     description:
-      - The flag table of the installed SGLang, RV(llmserve.sglang.gpu_info#module:sglang.options).
+      - The flag table of the installed SGLang, RV(llmserve.sglang.gpu_info#module:sglang.options), or its JSON
+        text, RV(llmserve.sglang.gpu_info#module:sglang.options_json) (the deploy passes the text, which Ansible
+        templates in one piece).
       - When omitted and O(check_flags=true), the module reads it from O(python) itself.
-    type: list
-    elements: dict
+    type: raw
   sglang_version:
     description: The SGLang version O(sglang_options) came from (named in error messages).
     type: str
@@ -512,7 +513,7 @@ def main():
             disable_custom_all_reduce=dict(type='bool', default=False),
             gpu_arch=dict(type='str'),
             gpu_count=dict(type='int'),
-            sglang_options=dict(type='list', elements='dict'),
+            sglang_options=dict(type='raw'),
             sglang_version=dict(type='str'),
             check_flags=dict(type='bool', default=True),
             force=dict(type='bool', default=False),
@@ -577,8 +578,11 @@ def main():
         table = None
         python_ok = bool(p['python']) and p['python'].startswith('/')  # else sglang_flags.validate names it
         if p['check_flags'] and python_ok:
-            if p['sglang_options']:
-                table = sglang_flags.FlagTable(p['sglang_options'], p['sglang_version'])
+            options, options_error = sglang_flags.load_options(p['sglang_options'])
+            if options_error:
+                errors.append('sglang_options: %s; pass gpu_info sglang.options or sglang.options_json' % options_error)
+            elif options:
+                table = sglang_flags.FlagTable(options, p['sglang_version'])
             else:
                 installed = sglang_flags.read_installed(module.run_command, p['python'])
                 if not installed['options']:

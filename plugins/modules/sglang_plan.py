@@ -77,9 +77,9 @@ options:
   sglang_options:
     description:
       - The flag table of the installed SGLang (M(llmserve.sglang.gpu_info)'s
-        RV(llmserve.sglang.gpu_info#module:sglang.options)).
-    type: list
-    elements: dict
+        RV(llmserve.sglang.gpu_info#module:sglang.options)), or its JSON text
+        (RV(llmserve.sglang.gpu_info#module:sglang.options_json)).
+    type: raw
     required: true
   record_path:
     description: The host's record of earlier trials (JSON). A missing file is an empty record.
@@ -270,7 +270,7 @@ def main():
             base_args=dict(type='list', elements='str', default=[]),
             gpu=dict(type='dict', required=True),
             sglang_version=dict(type='str', required=True),
-            sglang_options=dict(type='list', elements='dict', required=True),
+            sglang_options=dict(type='raw', required=True),
             record_path=dict(type='path', required=True),
             service_name=dict(type='str'),
             port=dict(type='int'),
@@ -278,7 +278,10 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    table = sglang_flags.FlagTable(p['sglang_options'], p['sglang_version'])
+    options, error = sglang_flags.load_options(p['sglang_options'])
+    if error:
+        module.fail_json(msg='sglang_options: %s; pass gpu_info sglang.options or sglang.options_json' % error)
+    table = sglang_flags.FlagTable(options, p['sglang_version'])
 
     def flag_check(args):
         _items, errors = sglang_flags.parse_extra_args(list(p['base_args']) + list(args), table, option_name='args')

@@ -69,6 +69,24 @@ def test_compact_table_is_small_and_keeps_booleans():
     assert all(set(o) <= set(sf.VALIDATION_FIELDS) for o in compact)
 
 
+def test_load_options_takes_a_list_or_its_json_text():
+    compact = sf.compact_options(DUMP['options'])
+    assert sf.load_options(compact) == (compact, None)
+    assert sf.load_options(json.dumps(compact)) == (compact, None)
+    assert sf.load_options(None) == (None, None)
+
+
+@pytest.mark.parametrize('value, error', [
+    ('{"flags": 1', 'nor its JSON text'),
+    ('{"flags": ["--x"], "dest": "x"}', 'must be a list of options'),
+    ('[{"dest": "x"}]', 'each with flags and dest'),
+    (42, 'got int'),
+])
+def test_load_options_names_what_is_wrong(value, error):
+    options, message = sf.load_options(value)
+    assert options is None and error in message
+
+
 @pytest.mark.parametrize('case', CASES['build_argv'], ids=[c['name'] for c in CASES['build_argv']])
 def test_build_argv(case):
     argv = sf.build_argv(params_of(case))

@@ -108,3 +108,13 @@ def test_compact_options_keeps_what_validation_reads(monkeypatch):
     assert all('help' not in o and 'default' not in o for o in options)
     assert [o['dest'] for o in options] == [o['dest'] for o in full['sglang']['options']]
     assert len(json.dumps(options)) < 0.6 * len(json.dumps([dict(o, help=None) for o in full['sglang']['options']]))
+
+
+def test_options_json_carries_the_same_table_as_text(monkeypatch):
+    monkeypatch.setattr(gpu_info.os, 'access', lambda path, mode: True)
+    args = {'sglang_python': '/root/ml-env/bin/python3', 'compact_options': True}
+    as_list, failed, calls = run_mocked(gpu_info.main, args, monkeypatch, nvidia_smi())
+    as_text, failed, calls = run_mocked(gpu_info.main, dict(args, options_json=True), monkeypatch, nvidia_smi())
+    assert not failed and as_text['sglang']['options'] == []
+    assert json.loads(as_text['sglang']['options_json']) == as_list['sglang']['options']
+    assert as_text['sglang']['option_count'] == as_list['sglang']['option_count'] == len(as_list['sglang']['options']) > 0

@@ -284,3 +284,20 @@ def test_free_gpus_unused_when_nothing_starts(base, monkeypatch):
     args = dict(base, state='present', free_gpus={'timeout': 0.3})
     result, failed, calls = run(args, monkeypatch, systemd)
     assert not failed and 'free-gpus' not in result['actions'] and 'gpus_freed' not in result
+
+
+def test_flag_table_as_json_text_validates_the_same(base, monkeypatch):
+    bad = dict(base, moe_runner_backend='flashinfer_nope', state='present', _ansible_check_mode=True)
+    as_list, failed_list, dummy = run(bad, monkeypatch, FakeSystemd())
+    as_text, failed_text, dummy = run(dict(bad, sglang_options=json.dumps(DUMP['options'])), monkeypatch, FakeSystemd())
+    assert failed_list and failed_text and as_text['errors'] == as_list['errors']
+    assert 'moe_runner_backend' in as_text['errors'][0]
+    good, failed, dummy = run(dict(base, state='present', _ansible_check_mode=True,
+                                   sglang_options=json.dumps(DUMP['options'])), monkeypatch, FakeSystemd())
+    assert not failed, good
+
+
+def test_flag_table_that_is_no_table_is_named(base, monkeypatch):
+    result, failed, dummy = run(dict(base, sglang_options='{"not": "a list"}'), monkeypatch, FakeSystemd())
+    assert failed and 'sglang_options: must be a list of options' in result['msg']
+    assert not os.path.exists(base['unit_dir'])  # nothing written
