@@ -9,6 +9,9 @@ import json
 import os
 import subprocess
 import tempfile
+import time
+
+import pytest
 
 from conftest import BASE_VARS, CHECKOUT, ENV_FILE, PLAYBOOK, STATE, UNIT, deploy, playbook_env, ssh
 
@@ -52,13 +55,18 @@ def test_double_launch_does_not_fight(lab, results):  # pylint: disable=unused-a
                check=False).returncode == 0
 
 
-def test_stale_lock_is_taken_over(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
-    """A lock left by a run that is gone (same controller, PID not an ansible-playbook) is taken over."""
-    ssh("gpu01", "mkdir -p %s/deploy.lock && echo '{\"controller\": \"%s\", \"pid\": 999999, \"since\": 1}' > "
-                 "%s/deploy.lock/owner.json" % (STATE, os.uname()[1], STATE))
+@pytest.mark.parametrize("holder, how", [
+    ({"controller": "another-controller", "pid": 4242, "since": 1}, "older than sglang_lock_stale_after"),
+    ({"controller": os.uname()[1], "pid": 999999, "since": "NOW"}, "fresh, its ansible-playbook PID gone"),
+], ids=["by-age", "by-pid"])
+def test_stale_lock_is_taken_over(lab, results, holder, how):  # pylint: disable=unused-argument,redefined-outer-name
+    """A lock left by a run that is gone is taken over: one older than the stale age from any controller (by the
+    deploy_lock module itself), a fresh one from this controller whose ansible-playbook PID is gone (by the role)."""
+    owner = dict(holder, since=int(time.time()) if holder["since"] == "NOW" else holder["since"])
+    ssh("gpu01", "mkdir -p %s/deploy.lock && echo '%s' > %s/deploy.lock/owner.json" % (STATE, json.dumps(owner), STATE))
     rc, out, reports = deploy({}, limit="gpu01")
     ok = rc == 0 and reports["gpu01"]["final_state"] == "serving"
-    results.add("safety", "stale deploy lock (holder gone)", "rc=%s; taken over, lock removed at the end" % rc, ok)
+    results.add("safety", "stale deploy lock (%s)" % how, "rc=%s; taken over, lock removed at the end" % rc, ok)
     assert ok, out[-3000:]
     assert ssh("gpu01", "test -e %s/deploy.lock" % STATE, check=False).returncode != 0
 
