@@ -53,7 +53,7 @@ APT_PACKAGES := $(sort make git tar ca-certificates python3 python3-venv openssh
 	psmisc python3-yaml python-is-python3 iproute2 procps util-linux systemd dbus shellcheck \
 	$(shell sed -e 's/\#.*//' tests/lab/requirements-apt.txt 2>/dev/null))
 
-GATES := lint sanity units docs-lint importer molecule lab-tests suite awx-tests
+GATES := lint sanity units docs-lint importer molecule lab-tests suite awx-tests compat
 
 # $(call need,tool[,venv-bin-dir]) -- fail with the exact command to run when a tool is missing.
 define need
@@ -71,7 +71,7 @@ define need_venv
 	fi
 endef
 
-.PHONY: help setup setup-apt setup-venv setup-importer setup-ansible-test links tree test $(GATES) \
+.PHONY: help setup setup-apt setup-venv setup-importer setup-ansible-test setup-compat links tree test $(GATES) \
 	lab-up lab-down lab-status demo bench gpu-check build ee-context clean
 
 help: ## list the targets
@@ -276,6 +276,21 @@ lab-down: ## stop the lab and remove its state
 
 lab-status: ## show the lab's state
 	"$(PY)" tests/lab/labctl.py status
+
+COMPAT_VENV ?= .venv-compat
+COMPAT_CORE ?= ansible-core==2.17.14
+
+setup-compat: ## .venv-compat: the oldest ansible-core the collection supports (meta/runtime.yml), for `make compat`
+	@test -x "$(COMPAT_VENV)/bin/ansible-playbook" && "$(COMPAT_VENV)/bin/python" -m pip show ansible-core 2>/dev/null \
+	  | grep -qx "Version: $(patsubst ansible-core==%,%,$(COMPAT_CORE))" \
+	  || { rm -rf "$(COMPAT_VENV)" && $(PYTHON) -m venv "$(COMPAT_VENV)" \
+	       && "$(COMPAT_VENV)/bin/python" -m pip install -q --disable-pip-version-check "$(COMPAT_CORE)"; }
+
+compat: links setup-compat ## the lab deploy with ansible-core 2.17 (root, lab lock): serves, then changes nothing
+	$(need_venv)
+	$(call need,pytest)
+	@test "$$(id -u)" = 0 || { echo "ERROR: the lab needs root. Run as root."; exit 2; }
+	COMPAT_ANSIBLE_BIN="$(abspath $(COMPAT_VENV))/bin" "$(PY)" -m pytest tests/compat -v -p no:cacheprovider $(PYTEST_ARGS)
 
 demo: ## make setup, lab up, deploy on it, show the report, lab down (even on failure)
 	@$(MAKE) setup

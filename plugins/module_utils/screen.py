@@ -89,7 +89,9 @@ def outcome(await_result, probe=None, seconds=0.0, recheck=None, layers=None):
         probe = None
     if not isinstance(recheck, dict) or recheck.get('skipped'):
         recheck = None
-    res = {'seconds': round(float(seconds or 0), 2), 'milestone': await_result.get('milestone'), 'layers': layers}
+    # int() also where ansible-core < 2.19 templated the setting into a string ('4')
+    res = {'seconds': round(float(seconds or 0), 2), 'milestone': await_result.get('milestone'),
+           'layers': int(layers) if layers not in (None, '') else None}
     status = await_result.get('status')
     if status != 'ready':
         res.update(outcome='failed', reason=await_result.get('reason') or status or 'unknown',

@@ -41,3 +41,10 @@ def test_outcome(case):
 def test_wanted(case):
     got = screen.wanted(case['candidate'], {'enabled': case['enabled']}, CASES['wanted']['record'], 'fp1', '0.5.23')
     assert got is case['expect']
+
+
+def test_outcome_layers_are_a_number_also_from_a_templated_string():
+    # ansible-core < 2.19 hands the setting over as '4'
+    ready = {'status': 'ready', 'reason': None, 'milestone': 'ready', 'evidence': []}
+    assert screen.outcome(ready, {'ok': True}, 1.0, None, layers='4')['layers'] == 4
+    assert screen.outcome(ready, {'ok': True}, 1.0, None, layers=None)['layers'] is None
