@@ -10,7 +10,6 @@ from start to end, brings the lab up and takes it down again.
 
 from __future__ import absolute_import, division, print_function
 
-import fcntl
 import glob
 import json
 import os
@@ -24,10 +23,11 @@ import yaml
 
 ansible_runner = pytest.importorskip("ansible_runner")
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lab"))
+from labsession import lab_session  # noqa: E402  pylint: disable=wrong-import-position
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(os.path.dirname(HERE))
-LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py")]
-LOCK = "/var/tmp/llmserve-lab.lock"
 KEY = "/var/tmp/llmserve-lab/ssh/id_ed25519"
 SSH = ["ssh", "-i", KEY, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
        "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
@@ -118,16 +118,8 @@ def lab():
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
     subprocess.run(["make", "-C", CHECKOUT, "links"], check=True, capture_output=True)
-    lock = open(LOCK, "a+", encoding="utf-8")  # pylint: disable=consider-using-with
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
-        cp = subprocess.run(LABCTL + ["up"], capture_output=True, text=True, timeout=240, check=False)
-        assert cp.returncode == 0, cp.stdout + cp.stderr
+    with lab_session():
         yield
-    finally:
-        subprocess.run(LABCTL + ["down"], capture_output=True, text=True, timeout=240, check=False)
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        lock.close()
 
 
 @pytest.fixture(scope="module")

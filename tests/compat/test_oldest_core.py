@@ -13,18 +13,19 @@ Run as root (the lab): ``make compat``.
 
 from __future__ import absolute_import, division, print_function
 
-import fcntl
 import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lab"))
+from labsession import lab_session  # noqa: E402  pylint: disable=wrong-import-position
+
 CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-LOCK = "/var/tmp/llmserve-lab.lock"
-LABCTL = ["python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py")]
 BIN = os.environ.get("COMPAT_ANSIBLE_BIN", os.path.join(CHECKOUT, ".venv-compat", "bin"))
 
 
@@ -34,14 +35,8 @@ def lab():
         pytest.skip("the lab needs root")
     if not os.access(os.path.join(BIN, "ansible-playbook"), os.X_OK):
         pytest.fail("no ansible-playbook in %s: run `make compat`, which builds it" % BIN)
-    with open(LOCK, "a+", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            cp = subprocess.run(LABCTL + ["up"], capture_output=True, text=True, timeout=240, check=False)
-            assert cp.returncode == 0, cp.stdout + cp.stderr
-            yield
-        finally:
-            subprocess.run(LABCTL + ["down"], capture_output=True, text=True, timeout=240, check=False)
+    with lab_session():
+        yield
 
 
 def core_version():
