@@ -12,15 +12,42 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import glob
 import os
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
 from ansible_collections.llmserve.sglang.plugins.module_utils import nvidia_smi as nsmi
 
-DEFAULTS = {'vmid': None, 'protected_pids': [], 'protected_names': [], 'default_protected': True, 'term_grace': 5.0,
-            'timeout': 30.0, 'memory_threshold_mib': 1024, 'gpus': None, 'devices': '/dev/nvidia*', 'fuser': 'fuser',
-            'hard_reset': False, 'nvidia_smi': 'nvidia-smi'}
+# The options of a clean-up, as gpu_reset takes them and as sglang_launch takes them under free_gpus.
+_ARGUMENT_SPEC = dict(
+    protected_pids=dict(type='list', elements='int', default=[]),
+    protected_names=dict(type='list', elements='str', default=[]),
+    default_protected=dict(type='bool', default=True),
+    term_grace=dict(type='float', default=5),
+    timeout=dict(type='float', default=30),
+    memory_threshold_mib=dict(type='int', default=1024),
+    devices=dict(type='str', default='/dev/nvidia*'),
+    fuser=dict(type='str', default='fuser'),
+    hard_reset=dict(type='bool', default=False),
+    nvidia_smi=dict(type='str', default='nvidia-smi'),
+    stop_timeout=dict(type='float', default=60),
+)
+DEFAULTS = dict([(key, spec.get('default')) for key, spec in _ARGUMENT_SPEC.items()], vmid=None, gpus=None)
+
+
+def argument_spec(**more):
+    """A fresh copy of the clean-up options' argument spec, with ``more`` options added."""
+    spec = copy.deepcopy(_ARGUMENT_SPEC)
+    spec.update(more)
+    return spec
+
+
+def bounds_error(params):
+    """The message when a wait would not be bounded (timeout or stop_timeout not above 0, term_grace below 0)."""
+    if params['timeout'] <= 0 or params['stop_timeout'] <= 0 or params['term_grace'] < 0:
+        return 'timeout and stop_timeout must be more than 0 and term_grace 0 or more (every wait is bounded)'
+    return None
 
 
 class FreeError(Exception):

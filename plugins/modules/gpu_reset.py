@@ -208,28 +208,16 @@ from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
+        argument_spec=gpu_free.argument_spec(
             vmid=dict(type='int'),
-            protected_pids=dict(type='list', elements='int', default=[]),
-            protected_names=dict(type='list', elements='str', default=[]),
-            default_protected=dict(type='bool', default=True),
-            term_grace=dict(type='float', default=5),
-            timeout=dict(type='float', default=30),
-            memory_threshold_mib=dict(type='int', default=1024),
             gpus=dict(type='list', elements='int'),
-            devices=dict(type='str', default='/dev/nvidia*'),
-            fuser=dict(type='str', default='fuser'),
-            hard_reset=dict(type='bool', default=False),
-            nvidia_smi=dict(type='str', default='nvidia-smi'),
             stop_unit=dict(type='str'),
-            stop_timeout=dict(type='float', default=60),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    if p['timeout'] <= 0 or p['term_grace'] < 0 or p['stop_timeout'] <= 0:
-        module.fail_json(msg='timeout and stop_timeout: must be more than 0 and term_grace 0 or more '
-                             '(every wait here is bounded)')
+    if gpu_free.bounds_error(p):
+        module.fail_json(msg=gpu_free.bounds_error(p))
     unit_stop = None
     if p['stop_unit']:
         try:

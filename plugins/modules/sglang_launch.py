@@ -529,19 +529,7 @@ def main():
             limit_nofile=dict(type='int', default=1048576),
             working_directory=dict(type='path', default='/'),
             user=dict(type='str'),
-            free_gpus=dict(type='dict', options=dict(
-                stop_timeout=dict(type='float', default=60),
-                protected_pids=dict(type='list', elements='int', default=[]),
-                protected_names=dict(type='list', elements='str', default=[]),
-                default_protected=dict(type='bool', default=True),
-                term_grace=dict(type='float', default=5),
-                timeout=dict(type='float', default=30),
-                memory_threshold_mib=dict(type='int', default=1024),
-                hard_reset=dict(type='bool', default=False),
-                nvidia_smi=dict(type='str', default='nvidia-smi'),
-                fuser=dict(type='str', default='fuser'),
-                devices=dict(type='str', default='/dev/nvidia*'),
-            )),
+            free_gpus=dict(type='dict', options=gpu_free.argument_spec()),
         ),
         supports_check_mode=True,
     )
@@ -568,9 +556,8 @@ def main():
     if p['timeout_stop_sec'] < 1:
         errors.append('timeout_stop_sec: must be 1 or more (a stop must be bounded)')
     free = p['free_gpus']
-    if free is not None and (free['timeout'] <= 0 or free['stop_timeout'] <= 0 or free['term_grace'] < 0):
-        errors.append('free_gpus: timeout and stop_timeout must be more than 0 and term_grace 0 or more '
-                      '(every wait is bounded)')
+    if free is not None and gpu_free.bounds_error(free):
+        errors.append('free_gpus: %s' % gpu_free.bounds_error(free))
     # stopped without model_path: only stop; absent: only remove
     render = p['state'] != 'absent' and (p['state'] != 'stopped' or p['model_path'] is not None)
     if render:

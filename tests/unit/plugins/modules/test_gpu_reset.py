@@ -222,3 +222,9 @@ def test_stop_unit_failure_is_named(monkeypatch):
         return 1, '', 'Failed to connect to bus'
     result, failed, calls = run({'stop_unit': 'sglang.service'}, monkeypatch, broken)
     assert failed and result['msg'].startswith('stop_unit: systemctl show') and 'bus' in result['msg']
+
+
+@pytest.mark.parametrize('bad', [{'timeout': 0}, {'stop_timeout': 0}, {'term_grace': -1}])
+def test_unbounded_wait_is_refused_before_anything_runs(bad, monkeypatch):
+    result, failed, calls = run(bad, monkeypatch, FakeGpu([]))
+    assert failed and 'every wait is bounded' in result['msg'] and calls == []

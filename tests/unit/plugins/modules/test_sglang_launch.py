@@ -301,3 +301,11 @@ def test_flag_table_that_is_no_table_is_named(base, monkeypatch):
     result, failed, dummy = run(dict(base, sglang_options='{"not": "a list"}'), monkeypatch, FakeSystemd())
     assert failed and 'sglang_options: must be a list of options' in result['msg']
     assert not os.path.exists(base['unit_dir'])  # nothing written
+
+
+@pytest.mark.parametrize('bad', [{'timeout': 0}, {'stop_timeout': 0}, {'term_grace': -1}])
+def test_free_gpus_unbounded_wait_is_refused_before_any_change(base, monkeypatch, bad):
+    systemd = FakeSystemd(active=True)
+    result, failed, calls = run(dict(base, state='restarted', free_gpus=bad), monkeypatch, systemd)
+    assert failed and 'free_gpus: timeout and stop_timeout must be more than 0' in result['msg']
+    assert systemd.actions == [] and not os.path.exists(base['unit_dir'])
