@@ -80,9 +80,14 @@ def _first(lines):
 def outcome(await_result, probe=None, seconds=0.0, recheck=None, layers=None):
     """The ``screen`` entry of a candidate: ``{outcome: passed|failed, reason, evidence, seconds, milestone}``.
 
-    ``await_result``: await_server_ready on the dummy start; ``probe``: smoke_generate with ``judge: false``
-    (absent or skipped when not ready); ``recheck``: await_server_ready once more after a failed probe, which
-    tells a server that died on the request (``crashed``) from one that only answered badly.
+    ``await_result``: await_server_ready on the dummy start. The roles pass it its ``probe`` option, so it sends
+    the one request itself and its ``probe`` result is the request's (a server that died on the request is
+    classified by the same call: status ``crashed``, ``killed``, ...; a live one whose request failed:
+    ``unhealthy``).
+
+    Or, from two more module runs: ``probe``: smoke_generate with ``judge: false`` (absent or skipped when not
+    ready); ``recheck``: await_server_ready once more after a failed probe, which tells a server that died on the
+    request (``crashed``) from one that only answered badly.
     """
     await_result = await_result or {}
     if not isinstance(probe, dict) or probe.get('skipped'):
@@ -93,6 +98,12 @@ def outcome(await_result, probe=None, seconds=0.0, recheck=None, layers=None):
     res = {'seconds': round(float(seconds or 0), 2), 'milestone': await_result.get('milestone'),
            'layers': int(layers) if layers not in (None, '') else None}
     status = await_result.get('status')
+    own = await_result.get('probe')
+    if probe is None and isinstance(own, dict):
+        probe = {'ok': own.get('ok'), 'reason': own.get('reason'), 'evidence': [own.get('detail')],
+                 'checks': [own]}
+        if status == 'unhealthy' and not own.get('ok'):
+            status = 'ready'    # the request failed on a live server: its reason (http_error, timeout) says why
     if status != 'ready':
         res.update(outcome='failed', reason=await_result.get('reason') or status or 'unknown',
                    evidence=_first(await_result.get('evidence')) or await_result.get('msg'))
@@ -102,9 +113,13 @@ def outcome(await_result, probe=None, seconds=0.0, recheck=None, layers=None):
         return res
     if probe.get('ok'):
         check = (probe.get('checks') or [{}])[0]
-        res.update(outcome='passed', reason=None,
-                   evidence='ready at %ss; one request answered in %ss (text not judged: dummy weights)'
-                   % (await_result.get('elapsed'), check.get('seconds')))
+        if isinstance(own, dict):   # the await's elapsed includes its own request
+            evidence = ('ready, and one request answered %ss after the start (the request took %ss; text not '
+                        'judged: dummy weights)' % (await_result.get('elapsed'), check.get('seconds')))
+        else:
+            evidence = ('ready at %ss; one request answered in %ss (text not judged: dummy weights)'
+                        % (await_result.get('elapsed'), check.get('seconds')))
+        res.update(outcome='passed', reason=None, evidence=evidence)
         return res
     if recheck is not None and recheck.get('status') not in ('ready', 'loading', None):
         res.update(outcome='failed', reason=recheck.get('reason') or recheck.get('status'),

@@ -150,6 +150,36 @@ options:
     description: Number of log lines returned in RV(log_tail).
     type: int
     default: 40
+  probe:
+    description:
+      - One request to send once the server is ready, while its process and log are still watched, so that a
+        server that dies on its first request is classified (C(crashed), C(killed), ...) by this same call.
+      - The status is C(ready) only when the request is answered 200 with a JSON body; the text is not judged
+        (the screen's dummy weights give random text). Use M(llmserve.sglang.smoke_generate) to judge text.
+      - When the request fails and the process neither dies nor logs a fatal line within about two seconds,
+        the status is C(unhealthy) and RV(probe) says how the request failed.
+      - Not sent in check mode.
+    type: dict
+    suboptions:
+      endpoint:
+        description: The endpoint, as in M(llmserve.sglang.smoke_generate)'s prompts.
+        type: str
+        default: /generate
+      prompt:
+        description: The prompt text.
+        type: str
+        default: The capital city of France is
+      max_tokens:
+        description: Tokens to generate.
+        type: int
+        default: 8
+      model:
+        description: The served model name, for the OpenAI-style endpoints.
+        type: str
+      timeout:
+        description: Seconds the request may take.
+        type: float
+        default: 60
 attributes:
   check_mode:
     support: full
@@ -181,6 +211,15 @@ EXAMPLES = r'''
   until: _wait.status != 'loading'
   retries: 400
   delay: 0
+
+- name: Screen a start with dummy weights - ready, then one short request whose text is not judged
+  llmserve.sglang.await_server_ready:
+    service_name: sglang-trial
+    timeout: 300
+    probe:
+      prompt: The capital city of France is
+      max_tokens: 8
+  register: _screen
 
 - name: Watch a server started by hand with its output in a file
   llmserve.sglang.await_server_ready:
@@ -271,6 +310,13 @@ health_status:
   description: The last HTTP status of the health endpoint (null when not probed or no answer).
   returned: always
   type: int
+probe:
+  description:
+    - The request of O(probe) - C(ok), C(reason) (C(http_error) or C(timeout) when it failed), C(detail), C(status),
+      C(seconds), C(text); null when O(probe) is not set or the request was not sent (not ready, check mode).
+  returned: always
+  type: dict
+  sample: {ok: true, reason: null, detail: null, status: 200, seconds: 0.21, text: " Paris"}
 unit:
   description: The unit's state from systemd (C(ActiveState), C(SubState), C(Result), C(InvocationID), ...), when O(service_name) is set.
   returned: when O(service_name) is set
@@ -286,6 +332,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log
 from ansible_collections.llmserve.sglang.plugins.module_utils.logsource import FileLog, JournalLog
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http as sghttp
+from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
 
 SYSTEMD_PROPS = ('MainPID', 'ExecMainPID', 'ActiveState', 'SubState', 'Result', 'ExecMainStatus', 'ExecMainCode',
                  'InvocationID', 'ExecMainStartTimestampMonotonic', 'ActiveEnterTimestampMonotonic',
@@ -297,7 +344,10 @@ SYSTEMD_PROPS = ('MainPID', 'ExecMainPID', 'ActiveState', 'SubState', 'Result', 
 #   drain_min    after the process died, until the log has been quiet this long (journald may lag a little);
 #   drain_max    at most this long after the death.
 #   traceback_grace  at most this long after a fatal line while its traceback has no exception line yet.
-TIMING = {'fatal_grace': 0.5, 'fatal_quiet': 0.15, 'drain_min': 0.15, 'drain_max': 0.8, 'traceback_grace': 1.5}
+#   probe_grace  after a failed probe request, how long to watch for the death or fatal line it may have caused
+#                (a scheduler's exception ends the tree within about a second of the failed answer).
+TIMING = {'fatal_grace': 0.5, 'fatal_quiet': 0.15, 'drain_min': 0.15, 'drain_max': 0.8, 'traceback_grace': 1.5,
+          'probe_grace': 2.0}
 
 CLD_EXITED = 1
 CLD_KILLED = 2
@@ -496,8 +546,39 @@ class HealthProbe(object):
         self.next_at = time.time() + self.interval
 
 
+class RequestProbe(object):
+    """The one request of O(probe), sent in a thread once the server is ready, so the wait keeps watching."""
+
+    def __init__(self, base, spec, api_key, validate_certs, post=sghttp.post_json):
+        self.prompt = smoke.normalize_prompt(dict(spec, name='probe'))
+        self.path, self.body = smoke.build_request(self.prompt, model=spec.get('model'))
+        self.url = base + self.path
+        self.api_key = api_key
+        self.timeout = spec['timeout']
+        self.validate_certs = validate_certs
+        self.post = post
+        self.result = None      # the check dict (smoke.check_response, text not judged) once answered
+        self.thread = None
+
+    @property
+    def done(self):
+        return self.result is not None
+
+    def kick(self):
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name='probe')
+            self.thread.daemon = True
+            self.thread.start()
+
+    def _run(self):
+        r = self.post(self.url, self.body, api_key=self.api_key, timeout=self.timeout,
+                      validate_certs=self.validate_certs)
+        self.result = smoke.check_response(self.prompt, r.status, r.body, seconds=round(r.seconds, 3),
+                                           error=r.error, judge=False)
+
+
 # --------------------------------------------------------------------------- the wait
-def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time):
+def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time, request=None):
     t_call = clock()
     mono_start = watch.started_monotonic() if hasattr(watch, 'started_monotonic') else None
     if mono_start is not None:
@@ -514,6 +595,7 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time)
     fatal_at = None
     dead_at = None
     line_at = None
+    failed_at = None        # when the probe request failed
     res = {'status': 'loading', 'reason': None, 'signal': None, 'exit_code': None}
 
     while True:
@@ -578,10 +660,21 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time)
             if ready_at is None:
                 ready_at = now
             probe.kick(now)
-            if probe.ok:
+            if probe.ok and (request is None or check_mode):
                 res.update(status='ready', reason=None)
                 break
-            if now - ready_at > p['unhealthy_timeout'] or (state.reason == 'unhealthy' and now - ready_at > 5):
+            if probe.ok:
+                # ready: now the one request, still watching the process and the log (checked above)
+                request.kick()
+                if request.done and request.result['ok']:
+                    res.update(status='ready', reason=None)
+                    break
+                if request.done:
+                    failed_at = failed_at or now
+                    if now - failed_at >= p['probe_grace']:
+                        res.update(status='unhealthy', reason='unhealthy')
+                        break
+            elif now - ready_at > p['unhealthy_timeout'] or (state.reason == 'unhealthy' and now - ready_at > 5):
                 res.update(status='unhealthy', reason='unhealthy')
                 break
         elif now - last_activity > p['hang_timeout']:
@@ -593,7 +686,8 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time)
         if now - t_deadline >= p['timeout']:
             res.update(status='timeout', reason='timeout')
             break
-        if check_mode or (p['step'] and now - t_call >= p['step']):
+        # (a call with a probe request in flight waits for its answer)
+        if check_mode or (p['step'] and now - t_call >= p['step'] and (request is None or request.thread is None)):
             break
     now = clock()
     res['elapsed'] = round(now - t_server, 3)
@@ -627,6 +721,13 @@ def main():
             fatal_patterns=dict(type='list', elements='raw', default=[]),
             telling_patterns=dict(type='list', elements='str', default=[]),
             tail_lines=dict(type='int', default=40),
+            probe=dict(type='dict', options=dict(
+                endpoint=dict(type='str', default='/generate'),
+                prompt=dict(type='str', default='The capital city of France is'),
+                max_tokens=dict(type='int', default=8, no_log=False),
+                model=dict(type='str'),
+                timeout=dict(type='float', default=60),
+            )),
         ),
         required_one_of=[('service_name', 'log_path')],
         supports_check_mode=True,
@@ -673,8 +774,15 @@ def main():
     state = sglang_log.LogState(tail_size=p['tail_lines'], extra_fatal=extra_fatal, extra_telling=extra_telling)
     url = sghttp.base_url(p['host'], p['port'], p['scheme']) + p['health_path']
     probe = HealthProbe(url, p['api_key'], p['health_request_timeout'], p['validate_certs'])
+    request = None
+    if p['probe'] is not None:
+        if p['probe']['timeout'] <= 0 or p['probe']['max_tokens'] <= 0:
+            module.fail_json(msg='probe: timeout and max_tokens must be greater than 0, got %s and %s'
+                             % (p['probe']['timeout'], p['probe']['max_tokens']))
+        request = RequestProbe(sghttp.base_url(p['host'], p['port'], p['scheme']), p['probe'], p['api_key'],
+                               p['validate_certs'])
     try:
-        res = wait(module, p, watch, log, probe, state, check_mode=module.check_mode)
+        res = wait(module, p, watch, log, probe, state, check_mode=module.check_mode, request=request)
     finally:
         if log is not None:
             log.close()
@@ -694,6 +802,9 @@ def main():
         evidence = ['no new log line for %ss (last: %s)' % (p['hang_timeout'], state.tail_lines[-1] if state.lines else 'none')]
     elif res['status'] == 'timeout':
         evidence = ['not ready after %ss (milestone: %s)' % (p['timeout'], state.milestone)] + evidence
+    elif res['status'] == 'unhealthy' and request is not None and request.done:
+        evidence = ['ready, but the probe request %s %s failed: %s' % (
+            'POST', request.path, request.result['detail'])] + evidence
     elif res['status'] == 'unhealthy':
         last = probe.last
         evidence = ['ready line seen but %s answered %s' % (
@@ -717,6 +828,7 @@ def main():
         cursor=log.cursor() if log is not None else p['cursor'],
         pid=getattr(watch, 'pid', 0) or 0,
         health_status=health,
+        probe=request.result if request is not None else None,
     )
     if unit:
         result['unit'] = watch.summary()

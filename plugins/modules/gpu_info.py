@@ -208,6 +208,7 @@ sglang:
 
 import json
 import os
+import threading
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -254,6 +255,16 @@ def main():
     if not binary:
         module.fail_json(msg=missing_message(params['nvidia_smi']))
 
+    # Importing SGLang takes seconds on a real host (torch): ask it in a thread while nvidia-smi runs.
+    # (run_command gives each child a copy of the environment; nothing here changes os.environ.)
+    installed = {}
+    reader = None
+    if params['sglang_python'] and os.access(params['sglang_python'], os.X_OK):
+        reader = threading.Thread(target=lambda: installed.update(
+            sglang_flags.read_installed(module.run_command, params['sglang_python'])), name='sglang')
+        reader.daemon = True
+        reader.start()
+
     try:
         gpus = nsmi.parse_gpus(run_nvidia_smi(module, nsmi.query_gpu_argv(binary)))
         apps = nsmi.parse_apps(run_nvidia_smi(module, nsmi.query_apps_argv(binary)), gpus)
@@ -297,7 +308,11 @@ def main():
                                 source=None, options=[],
                                 error='%s does not exist or is not executable' % params['sglang_python'])
     elif params['sglang_python']:
-        result['sglang'] = sglang_flags.read_installed(module.run_command, params['sglang_python'])
+        if reader is not None:
+            reader.join()
+        else:   # became executable meanwhile
+            installed = sglang_flags.read_installed(module.run_command, params['sglang_python'])
+        result['sglang'] = installed
         if params['compact_options']:
             result['sglang']['options'] = sglang_flags.compact_options(result['sglang'].get('options') or [])
         elif not params['option_help']:

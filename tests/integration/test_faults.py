@@ -23,6 +23,7 @@ FAULTS = [
     ("hang-after-load-end", "hang_after_load", ("hang",)),
     ("garbage", "garbage", ("garbage",)),
     ("nan-first-decode", "nan", ("nan", "crashed")),
+    ("dies-on-first-request", "die_first", ("crashed",)),
     ("dies-during-smoke", "die_smoke", ("crashed", "killed", "http_error", "unhealthy", "timeout", "empty")),
     ("garbage-stop-hangs", "garbage_ignore_term", ("garbage",)),
     ("dies-during-benchmark", "die_bench", ("unhealthy", "crashed", "killed", "http_error")),
@@ -72,7 +73,7 @@ def test_faults_fall_back_to_known_good(lab, results):  # pylint: disable=unused
         results.add("fault", "gpu-holder-ignoring-SIGTERM", "ended (SIGKILL after grace): %s" % stale_gone, stale_gone)
         for unit, up in alive.items():
             results.add("safety", "decoy %s survives" % unit, "alive: %s" % up, up)
-        results.add("fault", "whole run (9 faults + known-good)",
+        results.add("fault", "whole run (%d faults + known-good)" % len(FAULTS),
                     "rc=%s final_state=%s selected=%s in %.0f s" % (rc, report["final_state"], report["selected"], seconds),
                     rc == 0 and report["final_state"] == "serving")
         assert rc == 0, out[-4000:]
@@ -83,6 +84,10 @@ def test_faults_fall_back_to_known_good(lab, results):  # pylint: disable=unused
             assert entry["outcome"] == "failed", entry
             assert entry["reason"] in reasons, (name, entry["reason"], entry["evidence"])
             assert entry["evidence"], entry
+        # the screen's one request killed that server: classified by the screen's own await, no full trial
+        first = by_name["dies-on-first-request"]
+        assert first["screen"]["outcome"] == "failed" and first["screen"]["reason"] == "crashed", first
+        assert "probe request" not in first["screen"]["evidence"], first   # the crash's own line, not the HTTP error
         assert stale_gone, "the stale GPU holder survived"
         assert all(alive.values()), alive
         # nothing lost: the record has every failed candidate, the report is on disk

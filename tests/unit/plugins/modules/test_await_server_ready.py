@@ -393,3 +393,101 @@ def test_a_complete_traceback_is_decided_after_fatal_quiet():
                    ScriptedLog(clock, script), FakeProbe(clock, None), sglang_log.LogState(), clock=clock)
     assert res['status'] == 'crashed'
     assert res['seconds'] < 0.5
+
+
+# --------------------------------------------------------------------------- probe: one request once ready
+class JsonResp(Resp):
+    def __init__(self, body):
+        self.body = body
+
+    def read(self):
+        return self.body
+
+
+def probe_open(answer):
+    """open_url stand-in: the health endpoint answers 200; the probe request gets ``answer(url, data)``."""
+    calls = []
+
+    def opener(url, data=None, **kw):
+        calls.append((url, data, kw))
+        if data is None:
+            return Resp()
+        return answer(url, data)
+    opener.calls = calls
+    return opener
+
+
+def test_probe_answered_means_ready(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), READY + '\n')
+    opener = probe_open(lambda url, data: JsonResp(b'{"text": " xq!zz", "meta_info": {}}'))
+    mocker.patch(HU, side_effect=opener)
+    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid(), 'port': 31000, 'api_key': 'k3y',
+                           'probe': {'max_tokens': 4}})
+    assert res['status'] == 'ready'
+    assert res['probe']['ok'] is True and res['probe']['text'] == ' xq!zz'   # random text passes: not judged
+    posts = [c for c in opener.calls if c[1] is not None]
+    assert len(posts) == 1
+    url, data, kw = posts[0]
+    assert url == 'http://127.0.0.1:31000/generate'
+    body = json.loads(data)
+    assert body['sampling_params'] == {'temperature': 0, 'max_new_tokens': 4}
+    assert body['text'] == 'The capital city of France is'
+    assert kw['headers']['Authorization'] == 'Bearer k3y'
+
+
+def test_without_probe_no_request_is_sent(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), READY + '\n')
+    opener = probe_open(lambda url, data: JsonResp(b'{"text": "x"}'))
+    mocker.patch(HU, side_effect=opener)
+    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid()})
+    assert res['status'] == 'ready' and res['probe'] is None
+    assert all(c[1] is None for c in opener.calls)
+
+
+def test_probe_failing_on_a_live_server_is_unhealthy(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), READY + '\n')
+
+    def answer(url, data):
+        raise HTTPError(url, 500, 'Internal Server Error', {}, io.BytesIO(b'{"error": "boom"}'))
+    mocker.patch(HU, side_effect=probe_open(answer))
+    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid(), 'probe': {}})
+    assert res['status'] == 'unhealthy' and res['reason'] == 'unhealthy'
+    assert res['probe']['ok'] is False and res['probe']['reason'] == 'http_error'
+    assert res['evidence'][0].startswith('ready, but the probe request POST /generate failed: HTTP 500')
+
+
+def test_probe_that_kills_the_server_is_classified_by_the_same_call(tmp_path, run_module, mocker):
+    """The request crashes the scheduler: the traceback lands in the log, the request fails; the verdict is
+    the crash with its telling line, not a plain HTTP error."""
+    log = tmp_path / 'sglang.log'
+    write(str(log), READY + '\n')
+
+    def answer(url, data):
+        with open(str(log), 'a') as f:
+            f.write(CRASH)
+        raise URLError(ConnectionResetError(104, 'Connection reset by peer'))
+    mocker.patch(HU, side_effect=probe_open(answer))
+    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid(), 'probe': {}})
+    assert res['status'] == 'crashed' and res['reason'] == 'crashed'
+    assert 'requires 10.x architecture' in res['evidence'][0]
+    assert res['probe']['ok'] is False
+
+
+def test_probe_is_not_sent_in_check_mode(tmp_path, run_module, mocker):
+    log = tmp_path / 'sglang.log'
+    write(str(log), READY + '\n')
+    opener = probe_open(lambda url, data: JsonResp(b'{"text": "x"}'))
+    mocker.patch(HU, side_effect=opener)
+    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid(), 'probe': {}, '_ansible_check_mode': True})
+    assert res['probe'] is None
+    assert all(c[1] is None for c in opener.calls)
+
+
+def test_probe_bounds_are_checked(tmp_path, run_module):
+    log = tmp_path / 'sglang.log'
+    write(str(log), READY + '\n')
+    res = run_module(mod, {'log_path': str(log), 'probe': {'timeout': 0}})
+    assert res['failed'] and 'probe: timeout and max_tokens must be greater than 0' in res['msg']

@@ -6,6 +6,7 @@ __metaclass__ = type
 
 import json
 import os
+import threading
 
 from ansible_collections.llmserve.sglang.plugins.modules import gpu_info
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
@@ -118,3 +119,26 @@ def test_options_json_carries_the_same_table_as_text(monkeypatch):
     assert not failed and as_text['sglang']['options'] == []
     assert json.loads(as_text['sglang']['options_json']) == as_list['sglang']['options']
     assert as_text['sglang']['option_count'] == as_list['sglang']['option_count'] == len(as_list['sglang']['options']) > 0
+
+
+def test_sglang_is_asked_while_nvidia_smi_runs(monkeypatch):
+    """Importing SGLang takes seconds on a real host: the introspection must not wait for nvidia-smi (or the reverse)."""
+    monkeypatch.setattr(gpu_info.os, 'access', lambda path, mode: True)
+    smi_started = threading.Event()
+    sglang_started = threading.Event()
+    seen = {}
+    base = nvidia_smi()
+
+    def run(argv):
+        # each side waits (at most 2 s) for the other to have begun: done one after the other, one waits in vain
+        if argv[0].endswith('nvidia-smi'):
+            smi_started.set()
+            seen.setdefault('sglang_began_meanwhile', sglang_started.wait(2))
+        else:
+            sglang_started.set()
+            seen['smi_began_meanwhile'] = smi_started.wait(2)
+        return base(argv)
+    result, failed, calls = run_mocked(gpu_info.main, {'sglang_python': '/root/ml-env/bin/python3'}, monkeypatch, run)
+    assert not failed, result
+    assert seen == {'sglang_began_meanwhile': True, 'smi_began_meanwhile': True}
+    assert result['sglang']['version'] == '0.5.23'
