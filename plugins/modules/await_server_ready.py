@@ -158,7 +158,8 @@ options:
         (the screen's dummy weights give random text). Use M(llmserve.sglang.smoke_generate) to judge text.
       - When the request fails and the process neither dies nor logs a fatal line within about two seconds,
         the status is C(unhealthy) and RV(probe) says how the request failed.
-      - Not sent in check mode.
+      - Not sent in check mode. Only for a server that serves the API (a multi-node group's rank 0; the other
+        ranks answer nothing but their health endpoint).
     type: dict
     suboptions:
       endpoint:
@@ -803,8 +804,7 @@ def main():
     elif res['status'] == 'timeout':
         evidence = ['not ready after %ss (milestone: %s)' % (p['timeout'], state.milestone)] + evidence
     elif res['status'] == 'unhealthy' and request is not None and request.done:
-        evidence = ['ready, but the probe request %s %s failed: %s' % (
-            'POST', request.path, request.result['detail'])] + evidence
+        evidence = ['ready, but the probe request POST %s failed: %s' % (request.path, request.result['detail'])] + evidence
     elif res['status'] == 'unhealthy':
         last = probe.last
         evidence = ['ready line seen but %s answered %s' % (
