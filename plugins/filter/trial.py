@@ -24,6 +24,10 @@ def trial_select(by_name, selection='first_ready', metric='output_throughput'):
     return trial.select(by_name, selection, metric)
 
 
+def trial_verified(outcome, install, check_mode=False):
+    return trial.verified_by_trial(outcome, install, check_mode)
+
+
 def systemctl_show(text):
     return trial.parse_systemctl_show(text)
 
@@ -34,5 +38,6 @@ class FilterModule(object):
             'trial_init': trial_init,
             'trial_outcome': trial_outcome,
             'trial_select': trial_select,
+            'trial_verified': trial_verified,
             'systemctl_show': systemctl_show,
         }

@@ -99,11 +99,16 @@ def outcome(await_result, probe=None, seconds=0.0, recheck=None, layers=None):
            'layers': int(layers) if layers not in (None, '') else None}
     status = await_result.get('status')
     own = await_result.get('probe')
-    if probe is None and isinstance(own, dict):
-        probe = {'ok': own.get('ok'), 'reason': own.get('reason'), 'evidence': [own.get('detail')],
-                 'checks': [own]}
+    if probe is None and isinstance(own, dict):     # the await sent the request itself
+        if status == 'ready':
+            res.update(outcome='passed', reason=None,
+                       evidence='ready, and one request answered %ss after the start (the request took %ss; text '
+                                'not judged: dummy weights)' % (await_result.get('elapsed'), own.get('seconds')))
+            return res
         if status == 'unhealthy' and not own.get('ok'):
-            status = 'ready'    # the request failed on a live server: its reason (http_error, timeout) says why
+            # the request failed on a server that stayed up: its reason (http_error, timeout) says why
+            res.update(outcome='failed', reason=own.get('reason') or 'http_error', evidence=own.get('detail'))
+            return res
     if status != 'ready':
         res.update(outcome='failed', reason=await_result.get('reason') or status or 'unknown',
                    evidence=_first(await_result.get('evidence')) or await_result.get('msg'))
@@ -113,13 +118,9 @@ def outcome(await_result, probe=None, seconds=0.0, recheck=None, layers=None):
         return res
     if probe.get('ok'):
         check = (probe.get('checks') or [{}])[0]
-        if isinstance(own, dict):   # the await's elapsed includes its own request
-            evidence = ('ready, and one request answered %ss after the start (the request took %ss; text not '
-                        'judged: dummy weights)' % (await_result.get('elapsed'), check.get('seconds')))
-        else:
-            evidence = ('ready at %ss; one request answered in %ss (text not judged: dummy weights)'
-                        % (await_result.get('elapsed'), check.get('seconds')))
-        res.update(outcome='passed', reason=None, evidence=evidence)
+        res.update(outcome='passed', reason=None,
+                   evidence='ready at %ss; one request answered in %ss (text not judged: dummy weights)'
+                   % (await_result.get('elapsed'), check.get('seconds')))
         return res
     if recheck is not None and recheck.get('status') not in ('ready', 'loading', None):
         res.update(outcome='failed', reason=recheck.get('reason') or recheck.get('status'),

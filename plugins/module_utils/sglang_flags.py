@@ -510,8 +510,13 @@ def compact_options(options):
             for option in options]
 
 
+_OPTIONS_HINT = '; pass gpu_info sglang.options or sglang.options_json'
+
+
 def load_options(value):
     """A flag table given as a list of dicts or as its JSON text -> (list or None, error or None).
+
+    The error names what to pass instead (gpu_info's ``sglang.options`` or ``sglang.options_json``).
 
     The deploy passes the table as JSON text: Ansible templates a string in one piece but a list of 500 dicts
     item by item (about 0.1 s of controller CPU for every task that passes it).
@@ -522,12 +527,12 @@ def load_options(value):
         try:
             options = json.loads(value)
         except ValueError as exc:
-            return None, 'is not a list of options nor its JSON text (%s)' % exc
+            return None, 'is not a list of options nor its JSON text (%s)%s' % (exc, _OPTIONS_HINT)
     else:
-        return None, 'must be a list of options or its JSON text, got %s' % type(value).__name__
+        return None, 'must be a list of options or its JSON text, got %s%s' % (type(value).__name__, _OPTIONS_HINT)
     if options is not None and (not isinstance(options, list)
                                 or not all(isinstance(o, dict) and o.get('flags') and o.get('dest') for o in options)):
-        return None, 'must be a list of options, each with flags and dest (gpu_info returns it)'
+        return None, 'must be a list of options, each with flags and dest' + _OPTIONS_HINT
     return options, None
 
 

@@ -126,6 +126,25 @@ def select(by_name, selection='first_ready', metric='output_throughput'):
     return ready[0]['name']
 
 
+def verified_by_trial(outcome, install, check_mode=False):
+    """Whether the served process is the very one the last full trial awaited and smoke-tested in this run.
+
+    ``outcome``: backend_trial's ``backend_trial_outcome`` (``selected``, ``last_started``, ``last_invocation``);
+    ``install``: sglang_launch's result when it installed the chosen configuration as the service. True only when
+    the chosen candidate was the last one started, the unit's InvocationID is the one the trial saw (not empty),
+    and the install neither started, stopped nor restarted anything. In check mode nothing is known: False.
+    """
+    outcome = outcome or {}
+    install = install or {}
+    invocation = outcome.get('last_invocation') or ''
+    return bool(not check_mode
+                and outcome.get('selected') not in (None, '')
+                and outcome.get('last_started') == outcome.get('selected')
+                and invocation
+                and install.get('invocation_id') == invocation
+                and not set(install.get('actions') or []) & set(['start', 'restart', 'stop']))
+
+
 def parse_systemctl_show(text):
     """``systemctl show -p A,B UNIT`` output -> dict."""
     out = {}

@@ -216,8 +216,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    if gpu_free.bounds_error(p):
-        module.fail_json(msg=gpu_free.bounds_error(p))
+    bounds = gpu_free.bounds_error(p)
+    if bounds:
+        module.fail_json(msg=bounds)
     unit_stop = None
     if p['stop_unit']:
         try:

@@ -556,8 +556,9 @@ def main():
     if p['timeout_stop_sec'] < 1:
         errors.append('timeout_stop_sec: must be 1 or more (a stop must be bounded)')
     free = p['free_gpus']
-    if free is not None and gpu_free.bounds_error(free):
-        errors.append('free_gpus: %s' % gpu_free.bounds_error(free))
+    bounds = gpu_free.bounds_error(free) if free is not None else None
+    if bounds:
+        errors.append('free_gpus: %s' % bounds)
     # stopped without model_path: only stop; absent: only remove
     render = p['state'] != 'absent' and (p['state'] != 'stopped' or p['model_path'] is not None)
     if render:
@@ -567,7 +568,7 @@ def main():
         if p['check_flags'] and python_ok:
             options, options_error = sglang_flags.load_options(p['sglang_options'])
             if options_error:
-                errors.append('sglang_options: %s; pass gpu_info sglang.options or sglang.options_json' % options_error)
+                errors.append('sglang_options: %s' % options_error)
             elif options:
                 table = sglang_flags.FlagTable(options, p['sglang_version'])
             else:

@@ -280,7 +280,7 @@ def main():
     p = module.params
     options, error = sglang_flags.load_options(p['sglang_options'])
     if error:
-        module.fail_json(msg='sglang_options: %s; pass gpu_info sglang.options or sglang.options_json' % error)
+        module.fail_json(msg='sglang_options: %s' % error)
     table = sglang_flags.FlagTable(options, p['sglang_version'])
 
     def flag_check(args):
