@@ -53,7 +53,7 @@ APT_PACKAGES := $(sort make git tar ca-certificates python3 python3-venv openssh
 	psmisc python3-yaml python-is-python3 iproute2 procps util-linux systemd dbus shellcheck \
 	$(shell sed -e 's/\#.*//' tests/lab/requirements-apt.txt 2>/dev/null))
 
-GATES := lint sanity units docs-lint importer molecule lab-tests suite awx-tests compat
+GATES := lint sanity units docs-lint importer molecule lab-tests suite realserver awx-tests compat
 
 # $(call need,tool[,venv-bin-dir]) -- fail with the exact command to run when a tool is missing.
 define need
@@ -71,7 +71,7 @@ define need_venv
 	fi
 endef
 
-.PHONY: help setup setup-apt setup-venv setup-importer setup-ansible-test setup-compat links tree test $(GATES) \
+.PHONY: realserver help setup setup-apt setup-venv setup-importer setup-ansible-test setup-real-sglang setup-compat links tree test $(GATES) \
 	lab-up lab-down lab-status demo bench gpu-check build ee-context clean
 
 help: ## list the targets
@@ -79,7 +79,7 @@ help: ## list the targets
 
 # ---------------------------------------------------------------- setup
 
-setup: setup-apt setup-venv setup-importer setup-ansible-test links ## install apt packages (if missing), .venv and .venv-importer
+setup: setup-apt setup-venv setup-importer setup-ansible-test setup-real-sglang links ## install apt packages (if missing), .venv, .venv-importer, the lab's real SGLang
 	@echo "setup: done ($(VENV): $$($(PY) -c 'import ansible; print("ansible-core", ansible.__version__)'))"
 
 setup-apt: ## install the Debian packages the gates and the lab need, only those missing
@@ -120,6 +120,11 @@ setup-importer: ## create or update .venv-importer (galaxy-importer pins its own
 	"$(IMPORTER_BIN)/python" -m pip install -q --upgrade -r requirements-importer.txt -c constraints-importer.txt
 	@"$(IMPORTER_BIN)/python" -c 'import galaxy_importer' || { \
 	  echo "ERROR: $(IMPORTER_VENV) is incomplete. Run: rm -rf $(IMPORTER_VENV) && make setup"; exit 2; }
+
+# The lab's real SGLang 0.5.23 (venv, stand-in driver library, tiny model) under /var/lib/llmserve-lab:
+# about 11 GB and 4 minutes the first time, reused afterwards (tests/lab/realsglang/install.py).
+setup-real-sglang: ## install (or reuse) the real SGLang 0.5.23 the lab's GPU hosts run
+	"$(PYTHON)" tests/lab/realsglang/install.py --python "$(PYTHON)"
 
 # ansible-test --venv bootstraps pip with a script it downloads from outside the
 # package registries; .ci/get_pip.py does the same from ensurepip + the index.
@@ -249,6 +254,12 @@ suite: links ## fault and bad-input suite: pytest tests/integration on the lab (
 	@test "$$(id -u)" = 0 || { echo "ERROR: the suite needs the lab, which needs root. Run as root."; exit 2; }
 	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/integration -v -p no:cacheprovider \
 	  --durations=15 $(PYTEST_ARGS)
+
+realserver: links ## the real SGLang 0.5.23 on the lab: faults, fallback, clean-up, a two-node group (root, lab lock)
+	$(need_venv)
+	$(call need,pytest)
+	@test "$$(id -u)" = 0 || { echo "ERROR: the real-server gate needs the lab, which needs root. Run as root."; exit 2; }
+	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/realserver -v -s -p no:cacheprovider --durations=10 $(PYTEST_ARGS)
 
 awx-tests: links ## pytest tests/awx: EE build context, survey vs argument specs, ansible-runner on the lab (root, lab lock)
 	$(need_venv)

@@ -29,7 +29,8 @@ def load_default():
         return (yaml.safe_load(f) or {}).get('signatures') or []
 
 
-def diagnose(entry, signatures=None, results=None, arch=None, candidate=None, phase=None, quantization=None):
+def diagnose(entry, signatures=None, results=None, arch=None, candidate=None, phase=None, quantization=None,
+             flags=None, sglang_version=None):
     if signatures is None:
         signatures = load_default()
     if isinstance(signatures, dict):
@@ -37,9 +38,13 @@ def diagnose(entry, signatures=None, results=None, arch=None, candidate=None, ph
     if results is not None and not isinstance(results, list):
         results = [results]
     try:
+        table = diagnosis.flag_table(flags, version=sglang_version)
+    except ValueError as e:
+        raise AnsibleFilterError('diagnose: %s' % e)
+    try:
         return diagnosis.diagnose(signatures, entry if isinstance(entry, dict) else {}, results or [],
                                   arch=arch, candidate=candidate if isinstance(candidate, dict) else None,
-                                  phase=phase, quantization=quantization)
+                                  phase=phase, quantization=quantization, flags=table)
     except diagnosis.SignatureError as e:
         raise AnsibleFilterError('diagnose: bad failure signature: %s' % e)
 

@@ -20,20 +20,34 @@ __metaclass__ = type
 
 import collections
 import re
+import signal as signal_mod
 
 READY_LINE = 'The server is fired up and ready to roll!'
 # Multi-node: a rank other than 0 serves no API and never logs READY_LINE; when its schedulers are ready it starts a
 # dummy health server and logs this instead (rank 0 and a single host never do), so either line means "ready".
-MEMBER_READY_LINES = ('Starting dummy health check server at', 'Dummy health check server scheduled')
+# 0.5.23 (utils/common.py): "Dummy health check server started in background thread at HOST:PORT";
+# older releases: "Starting dummy health check server at HOST:PORT", "Dummy health check server scheduled".
+MEMBER_READY_LINES = ('Dummy health check server started in background thread at',
+                      'Starting dummy health check server at', 'Dummy health check server scheduled')
 
-# Start-up milestones, in the order SGLang reaches them.  name -> regex.
+# Start-up milestones, in the order SGLang reaches them.  name -> regex.  Each matches the line of 0.5.23 and
+# the one of older releases:
+#   init_parallel     "Init parallel begin." (0.5.23)           / "Init torch distributed begin." (older)
+#   loading_shards    "Loading safetensors checkpoint shards: 50% ..." / "Multi-thread loading shards: 50% ..."
+#   cuda_graph_begin  "Capture target decode CUDA graph begin. backend=..." (0.5.23; also "target prefill",
+#                     "draft decode", ...) / "Capture cuda graph begin." (older); cuda_graph: "... end."
+#   engine_up         "Engine startup timings (s): ..." (0.5.23: every scheduler is up, before the HTTP server)
+# Not milestones: "Cuda graph is disabled because ...", "Disable prefill CUDA graph because ..." (no "Capture").
 MILESTONES = (
+    ('init_parallel', re.compile(r'Init (?:parallel|torch distributed) begin')),
     ('load_begin', re.compile(r'Load weight begin')),
-    ('loading_shards', re.compile(r'Loading (?:safetensors|pt) checkpoint shards:\s*(\d+)%')),
+    ('loading_shards', re.compile(r'(?:Loading (?:safetensors|pt|np_cache) checkpoint shards'
+                                  r'|Multi-thread loading (?:pt checkpoint )?shards):\s*(\d+)%')),
     ('load_end', re.compile(r'Load weight end\.')),
     ('kv_cache', re.compile(r'KV Cache is allocated')),
-    ('cuda_graph_begin', re.compile(r'Capture cuda graph begin')),
-    ('cuda_graph', re.compile(r'Capture cuda graph end')),
+    ('cuda_graph_begin', re.compile(r'\bCapture (?:[\w-]+ ){0,4}?cuda graph begin\b', re.I)),
+    ('cuda_graph', re.compile(r'\bCapture (?:[\w-]+ ){0,4}?cuda graph end\b', re.I)),
+    ('engine_up', re.compile(r'Engine startup timings \(s\)')),
     ('http_up', re.compile(r'Uvicorn running on')),
     ('ready', re.compile('|'.join(re.escape(t) for t in (READY_LINE,) + MEMBER_READY_LINES))),
 )
@@ -41,27 +55,64 @@ MILESTONE_ORDER = tuple(name for name, _rx in MILESTONES)
 
 # Fatal markers: (reason, regex).  Reasons use the collection's contract names.
 FATAL_PATTERNS = (
+    # GPU memory: torch's OOM; the KV cache that does not fit (older: "Not enough memory", 0.5.23
+    # mem_cache/kv_cache_configurator.py: "Loaded weights leave no GPU memory for the KV cache under
+    # --mem-fraction-static=..."); stale holders on some GPUs (0.5.23 distributed/bootstrap.py raises
+    # "RuntimeError: The memory capacity is unbalanced. ..."; with SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=0 the
+    # same text is only a warning and the start goes on, so only the exception counts).
     ('oom', re.compile(r'CUDA out of memory|OutOfMemoryError|CUDA error: out of memory'
-                       r'|Not enough memory\. Please try to increase --mem-fraction-static', re.I)),
+                       r'|Not enough memory\. Please try to increase --mem-fraction-static'
+                       r'|Loaded weights leave no GPU memory for the KV cache'
+                       r'|RuntimeError: The memory capacity is unbalanced', re.I)),
+    # the host's OOM killer, when its record is in this log (kernel, or systemd's line about the unit); never
+    # SGLang's own hint "a common cause is the OS OOM killer" (case-sensitive on purpose)
+    ('oom', re.compile(r'\bOut of memory: Killed process \d+|\bMemory cgroup out of memory: Killed process'
+                       r'|\boom-kill:constraint=|\binvoked oom-killer\b|has been killed by the OOM killer')),
+    # NaN: older releases "Detected errors during sampling! NaN in the logits."; 0.5.23 with
+    # SGLANG_ENABLE_NAN_LOGITS_CHECK: the device assert "NaN detected! sampler: next_token_logits", with
+    # SGLANG_SANITIZE_NAN_LOGITS: "NaN detected in sampler: next_token_logits; values were sanitized ..."
     ('nan', re.compile(r'probability tensor contains either .?inf.?, .?nan.?'
-                       r'|NaN in the logits|\bnan\b[^\n]{0,40}\bdetected\b|\bdetected\b[^\n]{0,40}\bnan\b'
+                       r'|NaN in the logits|\bNaN detected\b'
+                       r'|\bnan\b[^\n]{0,40}\bdetected\b|\bdetected\b[^\n]{0,40}\bnan\b'
                        r'|(?:Error|Exception)\b[^\n]*\b(?:contains?|produced|got|found)\b[^\n]{0,20}\b(?:NaN|nan|inf)s?\b')),
-    ('hang', re.compile(r'watchdog timeout', re.I)),
+    # "Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)"; a soft watchdog
+    # (--soft-watchdog-timeout, "self.soft=True") only dumps debug info and the server goes on
+    ('hang', re.compile(r'watchdog timeout(?![^\n]*\bsoft=True\b)', re.I)),
     ('crashed', re.compile(r'Scheduler hit an exception|\b\w+Manager hit an exception|\b\w+ hit an exception'
                            r'|Received sigquit from a child process|SIGQUIT received'
                            r'|Initialization failed\. warmup error|Rank \d+ scheduler is dead'
-                           r'|Child process unexpectedly failed')),
+                           r'|Child process unexpectedly failed'
+                           # uvicorn cannot listen (0.5.23 goes on to a warm-up that fails 2 minutes later)
+                           r'|error while attempting to bind on address')),
     ('unhealthy', re.compile(r'Health check failed')),
 )
-# When several markers are seen, the most specific wins.
-REASON_PRIORITY = ('oom', 'nan', 'hang', 'crashed', 'unhealthy')
+# When several markers are seen, the most specific wins.  ``killed`` (a child process ended by SIGKILL/SIGTERM,
+# see CHILD_EXIT_PATTERNS) ranks above ``crashed`` so that the SIGQUIT lines which follow it do not override it.
+REASON_PRIORITY = ('oom', 'nan', 'hang', 'killed', 'crashed', 'unhealthy')
+
+# A child process (scheduler, detokenizer) that died, with its exit code (multiprocessing's: -N = signal N):
+#   0.5.23 utils/watchdog.py, while serving (the main process lives on ~7 s, then ends by SIGKILL):
+#     "Subprocess scheduler_0 (pid=18252) crashed with exit code -9. Triggering SIGQUIT for cleanup..."
+#   0.5.23 entrypoints/engine.py, during the launch (the main process then exits with status 1):
+#     "RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If exit code is -9 (SIGKILL),
+#      a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check."
+#   0.5.23 entrypoints/engine.py, a multi-node rank >= 1 (the node then exits 0; "terminated with 0" is a stop):
+#     "Scheduler or DataParallelController 24020 terminated with -9"
+CHILD_EXIT_PATTERNS = (
+    re.compile(r'Subprocess (?P<name>\S+) \(pid=(?P<pid>\d+)\) crashed with exit code (?P<code>-?\d+|None)'),
+    re.compile(r'Rank (?P<rank>\d+) scheduler died during initialization \(exit code: (?P<code>-?\d+|None)\)'),
+    re.compile(r'Scheduler or DataParallelController (?P<pid>\d+) terminated with (?P<code>-?\d+|None)\b'),
+)
+# signals that end a process from outside (the OOM killer, kill -9, a stop): ``killed``; any other signal
+# (SIGSEGV -11, SIGABRT -6, ...) or a non-zero exit status is a crash
+KILL_SIGNALS = (9, 15)
 
 # Lines inside a traceback that say *why*, strongest first.  Each entry: (rank, regex).
 TELLING_PATTERNS = (
     (0, re.compile(r'requires \d+(?:\.\w+)? arch|requires (?:an? )?(?:SM|sm)_?\d+|\bnot supported on\b'
                    r'|no kernel image is available|[Uu]nsupported (?:GPU |CUDA )?arch|unsupported (?:sm|SM)\d*'
                    r'|illegal memory access|CUDA error|CUBLAS_STATUS|cuDNN error|NCCL error'
-                   r'|CUDA out of memory|OutOfMemoryError|probability tensor contains')),
+                   r'|CUDA out of memory|OutOfMemoryError|probability tensor contains|\bNaN detected\b')),
     (1, re.compile(r'trtllm_fp4_block_scale_moe|trtllm_\w+_moe|cutlass_fused_moe|cutedsl|trtllm_gen|fp4_gemm'
                    r'|\bmoe_runner\b|flashinfer\.\w*moe')),
 )
@@ -104,6 +155,49 @@ def milestone_of(line):
     return None, None
 
 
+def signal_name(num):
+    """``9`` -> ``KILL`` (as await_server_ready names signals); the number as text when unknown."""
+    try:
+        return signal_mod.Signals(num).name.replace('SIG', '')
+    except (ValueError, AttributeError):
+        return str(num)
+
+
+def child_exit_of(line):
+    """A line that says a child process (scheduler, detokenizer) died -> its facts, else None.
+
+    Returns ``{name, pid, exit_code, signal, signal_name, reason, line}``: ``exit_code`` as logged (multiprocessing's
+    ``-N`` for "ended by signal N", None when SGLang logged ``None``), ``signal`` N or None, ``reason`` ``killed``
+    (SIGKILL, SIGTERM) or ``crashed`` (any other signal, a non-zero status, unknown). A child that ended with 0
+    (a member node's scheduler after a stop) is no death: None.
+    """
+    for rx in CHILD_EXIT_PATTERNS:
+        m = rx.search(line)
+        if not m:
+            continue
+        groups = m.groupdict()
+        code = None if groups['code'] == 'None' else int(groups['code'])
+        if code == 0:
+            return None
+        if groups.get('name'):
+            name = groups['name']
+        elif groups.get('rank') is not None:
+            name = 'scheduler_%s' % groups['rank']
+        else:
+            name = 'scheduler'
+        sig = -code if code is not None and code < 0 else None
+        return {
+            'name': name,
+            'pid': int(groups['pid']) if groups.get('pid') else None,
+            'exit_code': code,
+            'signal': sig,
+            'signal_name': signal_name(sig) if sig is not None else None,
+            'reason': 'killed' if sig in KILL_SIGNALS else 'crashed',
+            'line': line.strip(),
+        }
+    return None
+
+
 def fatal_of(line, extra=()):
     """Return the contract reason for a fatal line (``oom``, ``nan``, ``hang``, ``crashed``, ``unhealthy``) or None.
 
@@ -133,30 +227,42 @@ def is_exception_line(line):
 def classify_line(line, extra_fatal=()):
     """Classify one line.
 
-    Returns a dict ``{kind, name, reason, detail}`` where ``kind`` is one of
-    ``ready``, ``milestone``, ``fatal``, ``traceback``, ``exception``, ``other``.
+    Returns a dict ``{kind, name, reason, detail, child}`` where ``kind`` is one of
+    ``ready``, ``milestone``, ``fatal``, ``traceback``, ``exception``, ``other``; ``child`` is
+    :func:`child_exit_of`'s dict for a line that says a child process died (``kind`` ``fatal``), else None.
+    A fatal marker of its own (``CUDA out of memory``, ...) wins over the child's exit for ``reason``.
     """
     reason = fatal_of(line, extra_fatal)
-    if reason:
-        return {'kind': 'fatal', 'name': None, 'reason': reason, 'detail': None}
+    child = child_exit_of(line)
+    if reason or child:
+        detail = None
+        if child:
+            detail = '%s exit code %s' % (child['name'], child['exit_code'])
+        return {'kind': 'fatal', 'name': None, 'reason': reason or child['reason'], 'detail': detail,
+                'child': child}
     name, detail = milestone_of(line)
     if name == 'ready':
-        return {'kind': 'ready', 'name': name, 'reason': None, 'detail': None}
+        return {'kind': 'ready', 'name': name, 'reason': None, 'detail': None, 'child': None}
     if name:
-        return {'kind': 'milestone', 'name': name, 'reason': None, 'detail': detail}
+        return {'kind': 'milestone', 'name': name, 'reason': None, 'detail': detail, 'child': None}
     if TRACEBACK_START.search(line):
-        return {'kind': 'traceback', 'name': None, 'reason': None, 'detail': None}
+        return {'kind': 'traceback', 'name': None, 'reason': None, 'detail': None, 'child': None}
     if is_exception_line(line):
-        return {'kind': 'exception', 'name': None, 'reason': None, 'detail': None}
-    return {'kind': 'other', 'name': None, 'reason': None, 'detail': None}
+        return {'kind': 'exception', 'name': None, 'reason': None, 'detail': None, 'child': None}
+    return {'kind': 'other', 'name': None, 'reason': None, 'detail': None, 'child': None}
 
 
 class LogState(object):
     """Incremental classification of a log stream.
 
     Feed lines with :meth:`feed` (one line) or :meth:`feed_text` (raw output);
-    read ``ready``, ``milestone``, ``reason`` (fatal reason or None),
-    :meth:`evidence` and :meth:`tail`.
+    read ``ready``, ``milestone``, ``reason`` (fatal reason or None), ``child_exit`` (the first child process
+    that died, :func:`child_exit_of`), :meth:`evidence` and :meth:`tail`.
+
+    A child's death decides the reason at its line, while the main process still lives (0.5.23's main process
+    lingers about 7 s after a scheduler died): ``killed`` for SIGKILL/SIGTERM, ``crashed`` for another signal or
+    status, the line as first evidence. When something was said before it (a rank's traceback, a watchdog
+    timeout, CUDA out of memory), that stays the reason and its evidence: the death is its consequence.
     """
 
     def __init__(self, tail_size=40, extra_fatal=(), extra_telling=()):
@@ -170,6 +276,8 @@ class LogState(object):
         self.milestone_detail = None
         self.milestone_line = None
         self.reason = None
+        self.reason_from_child = False     # the reason is a child's death (its line is the first evidence)
+        self.child_exit = None
         self.fatal_line = None
         self.fatal_lines = []
         self.in_traceback = False
@@ -217,9 +325,21 @@ class LogState(object):
                 self.milestone_detail = c['detail']
                 self.milestone_line = line
         elif kind == 'fatal':
-            self._fatal(c['reason'], line)
+            child = c.get('child')
+            if child and self.child_exit is None:
+                self.child_exit = child
+            if child and c['reason'] == child['reason']:
+                self._child_fatal(child['reason'], line)
+            else:
+                self._fatal(c['reason'], line)
             if TRACEBACK_START.search(line):
                 self.in_traceback = True
+            elif is_exception_line(line):
+                # "torch.OutOfMemoryError: ...", "RuntimeError: Rank 0 scheduler died ...": the traceback's end
+                self.last_exception = line
+                if line not in self.exceptions:
+                    self.exceptions.append(line)
+                self.in_traceback = False
         elif kind == 'traceback':
             self.in_traceback = True
         elif kind == 'exception':
@@ -239,11 +359,27 @@ class LogState(object):
             self.fatal_lines.append(line)
         if self.reason is None or REASON_PRIORITY.index(reason) < REASON_PRIORITY.index(self.reason):
             self.reason = reason
+            self.reason_from_child = False
+            self.fatal_line = line
+
+    def _child_fatal(self, reason, line):
+        """A child's death: the reason only when nothing (or only ``unhealthy``) was said before."""
+        if line not in self.fatal_lines and len(self.fatal_lines) < 10:
+            self.fatal_lines.append(line)
+        if self.reason in (None, 'unhealthy'):
+            self.reason = reason
+            self.reason_from_child = True
             self.fatal_line = line
 
     # -- reading ---------------------------------------------------------
     def telling_line(self):
-        """The first strongest telling line, else the last exception line, else the fatal marker."""
+        """The first strongest telling line, else the last exception line, else the fatal marker.
+
+        When the reason is a child's death, its line ("Subprocess scheduler_0 (pid=N) crashed with exit code -9",
+        "Rank 0 scheduler died during initialization (exit code: -9)") comes first.
+        """
+        if self.reason_from_child and self.fatal_line:
+            return self.fatal_line
         if self.best_telling:
             return self.best_telling[1]
         if self.last_exception:
@@ -270,6 +406,7 @@ class LogState(object):
             'milestone_line': self.milestone_line,
             'reason': self.reason,
             'evidence': self.evidence(),
+            'child_exit': dict(self.child_exit) if self.child_exit else None,
         }
 
 
@@ -280,6 +417,27 @@ def classify_lines(lines, tail_size=40):
     d = st.to_dict()
     d['tail'] = st.tail()
     return d
+
+
+def final_reason(log_reason, sig=None, unit_result=None):
+    """The verdict from what the log said and how the process ended (or what systemd knows while it lives).
+
+    ``log_reason``: :attr:`LogState.reason`; ``sig``: the signal that ended the watched process, None when it
+    exited or still lives; ``unit_result``: systemd's ``Result`` (``oom-kill`` when the OOM killer struck the
+    unit). A child killed by SIGKILL (``killed`` from the log) in a unit that systemd marks ``oom-kill`` is
+    ``oom``: 0.5.23 ends such a unit with status 1 ("Rank N scheduler died during initialization (exit code: -9)")
+    or by its own SIGKILL, so the status alone does not tell. SGLang's hint "a common cause is the OS OOM
+    killer" is no evidence by itself.
+    """
+    if log_reason == 'killed' and unit_result == 'oom-kill':
+        return 'oom'
+    if log_reason and log_reason != 'unhealthy':
+        return log_reason
+    if unit_result == 'oom-kill':
+        return 'oom'
+    if sig is not None:
+        return 'killed'
+    return 'crashed'
 
 
 def compile_patterns(patterns, default_reason='crashed'):

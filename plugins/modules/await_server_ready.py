@@ -17,7 +17,8 @@ description:
     (the unit's main process, or a given PID) and C(GET /health_generate).
   - Returns C(ready) as soon as the ready line C(The server is fired up and ready to roll!) was logged and the health
     endpoint answered 200. A multi-node rank other than 0 never logs that line; its ready line is
-    C(Starting dummy health check server at HOST:PORT), and its dummy health endpoint answers 200.
+    C(Dummy health check server started in background thread at HOST:PORT) (older releases
+    C(Starting dummy health check server at HOST:PORT)), and its dummy health endpoint answers 200.
   - Returns a failure status as soon as the process dies or a fatal line appears, within about one second of the event,
     with the most telling line of the traceback as evidence.
   - With O(step), returns C(loading) after at most O(step) seconds with the latest start-up milestone, so that a role can
@@ -88,7 +89,12 @@ options:
     type: float
     default: 1800
   hang_timeout:
-    description: Seconds without a new log line, while the process is alive and not ready, after which the status is C(hang).
+    description:
+      - Seconds without a new log line, while the process is alive and not ready, and idle, after which the status
+        is C(hang).
+      - Idle means that the unit's processes used less than 5 % of a CPU core and read less than 1 MiB between two
+        samples (its cgroup's C(cpu.stat) and C(io.stat), else the main process's tree in /proc). A silent load
+        that works (a tqdm bar with no newline, a JIT compile, imports) is never a hang.
     type: float
     default: 600
   unhealthy_timeout:
@@ -257,8 +263,8 @@ log_tail:
   elements: str
 milestone:
   description:
-    - The latest start-up milestone seen, one of C(load_begin), C(loading_shards), C(load_end), C(kv_cache),
-      C(cuda_graph_begin), C(cuda_graph), C(http_up), C(ready); null before the first.
+    - The latest start-up milestone seen, one of C(init_parallel), C(load_begin), C(loading_shards), C(load_end),
+      C(kv_cache), C(cuda_graph_begin), C(cuda_graph), C(engine_up), C(http_up), C(ready); null before the first.
   returned: always
   type: str
   sample: loading_shards
@@ -318,6 +324,16 @@ probe:
   returned: always
   type: dict
   sample: {ok: true, reason: null, detail: null, status: 200, seconds: 0.21, text: " Paris"}
+child_exit:
+  description:
+    - The first child process (scheduler, detokenizer) the log says died - C(name) (C(scheduler_0)), C(pid), C(exit_code)
+      (as SGLang logs it, C(-9) for SIGKILL), C(signal), C(signal_name), C(reason), C(line); null when none did.
+    - A scheduler that dies while the main process still lives is decided at that line (C(killed) for SIGKILL or
+      SIGTERM, C(oom) when systemd marks the unit C(Result=oom-kill), else C(crashed)) unless a traceback or another
+      marker said why before; RV(signal) and RV(exit_code) are the main process's and stay null then.
+  returned: always
+  type: dict
+  sample: {name: scheduler_0, pid: 18252, exit_code: -9, signal: 9, signal_name: KILL, reason: killed}
 unit:
   description: The unit's state from systemd (C(ActiveState), C(SubState), C(Result), C(InvocationID), ...), when O(service_name) is set.
   returned: when O(service_name) is set
@@ -330,6 +346,7 @@ import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmserve.sglang.plugins.module_utils import activity
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log
 from ansible_collections.llmserve.sglang.plugins.module_utils.logsource import FileLog, JournalLog
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http as sghttp
@@ -337,7 +354,7 @@ from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
 
 SYSTEMD_PROPS = ('MainPID', 'ExecMainPID', 'ActiveState', 'SubState', 'Result', 'ExecMainStatus', 'ExecMainCode',
                  'InvocationID', 'ExecMainStartTimestampMonotonic', 'ActiveEnterTimestampMonotonic',
-                 'ExecMainStartTimestamp', 'NRestarts')
+                 'ExecMainStartTimestamp', 'NRestarts', 'ControlGroup')
 # How long the wait keeps reading after the event, so that the verdict carries the whole traceback and the exit
 # status (tests/bench/detect_latency.py measures the resulting latency: median about 0.25 s after the event):
 #   fatal_grace  at most this long after a fatal line while the process is alive ...
@@ -481,6 +498,10 @@ class UnitWatch(object):
                 'InvocationID', 'NRestarts')
         return dict((k, self.props.get(k)) for k in keys if k in self.props)
 
+    def usage(self):
+        """``(cpu_seconds, read_bytes)`` of the unit's processes (its cgroup, else the main PID's tree)."""
+        return activity.cgroup_usage(self.props.get('ControlGroup')) or activity.tree_usage(self.pid)
+
 
 class PidWatch(object):
     def __init__(self, pid):
@@ -502,6 +523,9 @@ class PidWatch(object):
 
     def summary(self):
         return None
+
+    def usage(self):
+        return activity.tree_usage(self.pid)
 
 
 class NoWatch(object):
@@ -598,6 +622,8 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time,
     line_at = None
     failed_at = None        # when the probe request failed
     res = {'status': 'loading', 'reason': None, 'signal': None, 'exit_code': None}
+    # silence is a hang only while the server is also idle (no CPU, no reads): loads and compiles can be silent
+    work = activity.Activity(getattr(watch, 'usage', lambda: None))
 
     while True:
         now = clock()
@@ -635,14 +661,7 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time,
             if drained or now - dead_at > p['drain_max'] or check_mode:
                 sig, code, result = watch.exit_info()
                 res['signal'], res['exit_code'] = sig, code
-                if state.reason and state.reason != 'unhealthy':
-                    reason = state.reason
-                elif result == 'oom-kill':
-                    reason = 'oom'
-                elif sig is not None:
-                    reason = 'killed'
-                else:
-                    reason = 'crashed'
+                reason = sglang_log.final_reason(state.reason, sig, result)
                 res.update(status=reason, reason=reason)
                 break
             continue
@@ -653,7 +672,13 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time,
                      and not state.in_traceback)
             grace = p.get('traceback_grace', p['fatal_grace']) if state.in_traceback else p['fatal_grace']
             if quiet or now - fatal_at >= grace or check_mode:
-                res.update(status=state.reason, reason=state.reason)
+                reason = state.reason
+                if reason == 'killed' and hasattr(watch, 'exit_info'):
+                    # a child's SIGKILL while the main process lives: systemd's Result=oom-kill makes it oom
+                    if hasattr(watch, 'refresh'):
+                        watch.refresh()
+                    reason = sglang_log.final_reason(reason, unit_result=watch.exit_info()[2])
+                res.update(status=reason, reason=reason)
                 break
             continue
         # readiness
@@ -678,7 +703,9 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time,
             elif now - ready_at > p['unhealthy_timeout'] or (state.reason == 'unhealthy' and now - ready_at > 5):
                 res.update(status='unhealthy', reason='unhealthy')
                 break
-        elif now - last_activity > p['hang_timeout']:
+        elif work.poll(now):
+            last_activity = max(last_activity, now)
+        elif now - last_activity > p['hang_timeout'] and work.judged():
             res.update(status='hang', reason='hang')
             break
         # a start-up is bounded from the server's start; a check of a server that already runs (no ready line
@@ -800,7 +827,8 @@ def main():
         empty = '' if state.lines else '; the log is empty'
         evidence = ['process %s ended (%s)%s' % (watch.pid or '?', how, empty)] + evidence
     elif res['status'] == 'hang':
-        evidence = ['no new log line for %ss (last: %s)' % (p['hang_timeout'], state.tail_lines[-1] if state.lines else 'none')]
+        evidence = ['no new log line for %ss, and no CPU or disk activity (last: %s)'
+                    % (p['hang_timeout'], state.tail_lines[-1] if state.lines else 'none')]
     elif res['status'] == 'timeout':
         evidence = ['not ready after %ss (milestone: %s)' % (p['timeout'], state.milestone)] + evidence
     elif res['status'] == 'unhealthy' and request is not None and request.done:
@@ -829,6 +857,7 @@ def main():
         pid=getattr(watch, 'pid', 0) or 0,
         health_status=health,
         probe=request.result if request is not None else None,
+        child_exit=state.child_exit,
     )
     if unit:
         result['unit'] = watch.summary()

@@ -2,6 +2,7 @@
 """The lab of mock hosts: real systemd + sshd in Linux namespaces, fake GPUs, a fake Proxmox node.
 
     python3 tests/lab/labctl.py up [--gpu-model sm90 | --gpu-model gpu01=sm90 ...] [--gpu-count N] [--config FILE]
+                                  [--real-sglang | --real-sglang gpu01 ...]
     python3 tests/lab/labctl.py down
     python3 tests/lab/labctl.py status [--json]
     python3 tests/lab/labctl.py ssh HOST [-- CMD ...]
@@ -52,6 +53,11 @@ MASK = [
     "systemd-tmpfiles-clean.timer", "logrotate.timer", "systemd-journald-audit.socket", "ssh.socket",
     "systemd-logind.service", "user@.service", "user-runtime-dir@.service",
 ]
+# The real SGLang 0.5.23 (tests/lab/realsglang/install.py): its venv, the stand-in driver library, the tiny model.
+REAL_ROOT = os.environ.get("LLMSERVE_LAB_REAL_ROOT", "/var/lib/llmserve-lab")
+REAL_PYTHON = os.path.join(REAL_ROOT, "sglang-0.5.23", "bin", "python3")
+REAL_STUB = os.path.join(REAL_ROOT, "stub", "libcuda.so.1")
+REAL_MODEL = os.path.join(REAL_ROOT, "models", "tiny-qwen2-chat")
 KEEP = {"ssh.service", "sshd.service", "remote-fs.target", "systemd-journald.service"}
 
 
@@ -255,7 +261,19 @@ def make_seed(name: str, h: dict, cfg: dict, masks: list[str]) -> str:
                               "checkout": CHECKOUT, "labdir": LAB, "boot": BOOT, "share": "/var/lib/fakegpu",
                               "mlenv": bool(c.get("ml_env"))}
         write(os.path.join(seed, "etc/pve-fake/lab.json"), json.dumps({"node": name, "containers": cts}, indent=2))
-    if h.get("ml_env"):
+    if h.get("real_sglang"):
+        # the real server as sglang_python: the venv is outside the host's root (seen through the overlay's lower
+        # layer); the host gets the driver library stand-in where the NVIDIA driver puts it, and the marker that
+        # makes the lab's GPU plugin in that venv play this host's GPUs (tests/lab/realsglang/plugin)
+        if not os.path.exists(REAL_STUB) or not os.access(REAL_PYTHON, os.X_OK):
+            raise RuntimeError(f"{name}: real_sglang needs {REAL_PYTHON} and {REAL_STUB}: "
+                               "run `make setup-real-sglang` (tests/lab/realsglang/install.py)")
+        os.makedirs(os.path.join(seed, "usr/lib/x86_64-linux-gnu"), exist_ok=True)
+        shutil.copy(REAL_STUB, os.path.join(seed, "usr/lib/x86_64-linux-gnu/libcuda.so.1"))
+        write(os.path.join(seed, "etc/llmserve-lab/real-sglang.json"), json.dumps({
+            "checkout": CHECKOUT, "behaviour": "/etc/fake-sglang/behaviour.yml", "python": REAL_PYTHON,
+            "model": REAL_MODEL}, indent=2) + "\n")
+    if h.get("ml_env") or h.get("real_sglang"):
         ver = "python" + run(["/usr/bin/python3", "-c", "import sys;print('%d.%d' % sys.version_info[:2])"]).stdout.strip()
         write(os.path.join(seed, f"root/ml-env/lib/{ver}/site-packages/llmserve-lab.pth"),
               f"{os.path.join(HERE, 'fake_sglang')}\n{os.path.join(HERE, 'fakes')}\n")
@@ -386,6 +404,14 @@ def cmd_up(a) -> int:
                 h["gpu_model"] = models.get(n, models.get("*"))
             if a.gpu_count:
                 h["gpu_count"] = a.gpu_count
+    if a.real_sglang is not None:
+        wanted = set(a.real_sglang) or {n for n, h in cfg["hosts"].items() if h.get("ml_env")}
+        unknown = wanted - set(cfg["hosts"])
+        if unknown:
+            log(f"labctl: --real-sglang: no host {', '.join(sorted(unknown))} in the lab config")
+            return 2
+        for n in wanted:
+            cfg["hosts"][n]["real_sglang"] = True
     st = load_state()
     if st.get("hosts"):
         up = [n for n, r in st["hosts"].items() if same_proc(r)]
@@ -567,6 +593,9 @@ def main(argv=None) -> int:
     u.add_argument("--gpu-model", action="append", help="sm120|sm100|sm90, or HOST=MODEL (repeatable)")
     u.add_argument("--gpu-count", type=int, default=None)
     u.add_argument("--timeout", type=float, default=90)
+    u.add_argument("--real-sglang", nargs="*", metavar="HOST", default=None,
+                   help="give these GPU hosts (default: every host with ml_env) the real SGLang 0.5.23 "
+                        f"({REAL_PYTHON}) besides the fake one")
     sub.add_parser("down")
     s = sub.add_parser("status")
     s.add_argument("--json", action="store_true")

@@ -20,12 +20,14 @@ LOCK = "/var/tmp/llmserve-lab.lock"
 
 
 @contextlib.contextmanager
-def lab_session():
-    """Hold the lab lock, bring the lab up (asserting it came up), yield, then take it down and let the lock go."""
+def lab_session(up_args=()):
+    """Hold the lab lock, bring the lab up (asserting it came up), yield, then take it down and let the lock go.
+
+    ``up_args``: more arguments for ``labctl.py up`` (``["--real-sglang", "--gpu-count", "1"]``)."""
     with open(LOCK, "a+", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            cp = subprocess.run(LABCTL + ["up"], capture_output=True, text=True, timeout=240, check=False)
+            cp = subprocess.run(LABCTL + ["up"] + list(up_args), capture_output=True, text=True, timeout=240, check=False)
             assert cp.returncode == 0, cp.stdout + cp.stderr
             yield
         finally:

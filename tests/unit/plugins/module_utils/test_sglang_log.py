@@ -3,6 +3,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import io
 import os
 
 import pytest
@@ -10,12 +11,28 @@ import yaml
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log
 
-CASES = yaml.safe_load(open(os.path.join(os.path.dirname(__file__), 'cases', 'sglang_log.yml')))
+HERE = os.path.dirname(__file__)
+DATA = os.path.join(HERE, 'data')
+CASES = yaml.safe_load(open(os.path.join(HERE, 'cases', 'sglang_log.yml')))
+
+
+def case_lines(case):
+    """The case's lines: its block, or a real log file (up to the first line that contains ``upto``)."""
+    if 'file' in case:
+        with io.open(os.path.join(DATA, case['file']), encoding='utf-8', errors='replace') as f:
+            lines = f.read().split('\n')
+    else:
+        lines = case['lines'].split('\n')
+    if case.get('upto'):
+        hits = [i for i, line in enumerate(lines) if case['upto'] in line]
+        assert hits, 'upto %r is in no line of the case' % case['upto']
+        lines = lines[:hits[0] + 1]
+    return lines
 
 
 @pytest.mark.parametrize('case', CASES, ids=[c['name'] for c in CASES])
 def test_case(case):
-    res = sglang_log.classify_lines(case['lines'].split('\n'))
+    res = sglang_log.classify_lines(case_lines(case))
     exp = case['expect']
     for key in ('ready', 'milestone', 'milestone_detail', 'reason'):
         if key in exp:
@@ -25,18 +42,96 @@ def test_case(case):
         assert exp['evidence0'] in res['evidence'][0], res['evidence']
     for sub in exp.get('evidence_has', []):
         assert any(sub in e for e in res['evidence']), (sub, res['evidence'])
+    for sub in exp.get('evidence_not', []):
+        assert not res['evidence'] or sub not in res['evidence'][0], (sub, res['evidence'])
+    if 'child_exit' in exp:
+        if exp['child_exit'] is None:
+            assert res['child_exit'] is None, res['child_exit']
+        else:
+            assert res['child_exit'] is not None, res
+            for key, value in exp['child_exit'].items():
+                assert res['child_exit'][key] == value, (key, res['child_exit'])
 
 
 @pytest.mark.parametrize('case', CASES, ids=[c['name'] for c in CASES])
 def test_streaming_matches_batch(case):
     """Feeding the raw text in odd chunks through feed_text line by line gives the same result."""
+    lines = case_lines(case)
     st = sglang_log.LogState()
-    for line in case['lines'].split('\n'):
+    for line in lines:
         st.feed_text(line + '\n')
-    batch = sglang_log.classify_lines(case['lines'].split('\n'))
+    batch = sglang_log.classify_lines(lines)
     assert st.to_dict()['reason'] == batch['reason']
     assert st.to_dict()['milestone'] == batch['milestone']
     assert st.evidence() == batch['evidence']
+    assert st.to_dict()['child_exit'] == batch['child_exit']
+
+
+def test_every_real_log_has_a_case():
+    real = sorted(name for name in os.listdir(os.path.join(DATA, 'sglang-0.5.23')) if name.endswith('.log'))
+    used = set(os.path.basename(c['file']) for c in CASES if 'file' in c)
+    assert [name for name in real if name not in used] == []
+
+
+@pytest.mark.parametrize('name, first', [
+    ('tp1_kill9sched.log', 'Subprocess scheduler_0 (pid=18252) crashed with exit code -9'),
+    ('tp1_kill9sched_b.log', 'Subprocess scheduler_0 (pid=23857) crashed with exit code -9'),
+    ('nn2_kill_node1.log', 'Scheduler or DataParallelController 24020 terminated with -9'),
+])
+def test_a_dead_scheduler_decides_at_its_first_line(name, first):
+    """Real 0.5.23: the verdict comes with the first line about the dead scheduler, not ~7 s later with the main
+    process's end; nothing before that line is fatal."""
+    st = sglang_log.LogState()
+    with io.open(os.path.join(DATA, 'sglang-0.5.23', name), encoding='utf-8') as f:
+        lines = f.read().split('\n')
+    for line in lines:
+        before = st.reason
+        st.feed_text(line + '\n')
+        if first in line:
+            assert before is None and st.reason == 'killed'
+            assert first in st.evidence()[0]
+            assert st.child_exit['signal'] == 9 and st.child_exit['signal_name'] == 'KILL'
+            break
+    else:
+        pytest.fail('%s has no line %r' % (name, first))
+
+
+@pytest.mark.parametrize('log_reason, sig, result, want', [
+    ('killed', None, 'oom-kill', 'oom'),       # a scheduler SIGKILLed, systemd says the OOM killer did it
+    ('killed', None, 'success', 'killed'),     # the main process still lives (0.5.23 lingers ~7 s)
+    ('killed', 9, 'signal', 'killed'),
+    ('killed', None, 'exit-code', 'killed'),   # "Rank N scheduler died during initialization (exit code: -9)", status 1
+    ('crashed', 9, 'oom-kill', 'crashed'),     # a traceback says why; the OOM mark does not override it
+    ('oom', 9, None, 'oom'),
+    ('hang', 9, 'signal', 'hang'),
+    (None, 9, 'oom-kill', 'oom'),
+    (None, 9, 'signal', 'killed'),
+    (None, None, 'exit-code', 'crashed'),
+    ('unhealthy', 9, None, 'killed'),
+    ('unhealthy', None, None, 'crashed'),
+])
+def test_final_reason(log_reason, sig, result, want):
+    assert sglang_log.final_reason(log_reason, sig, result) == want
+
+
+@pytest.mark.parametrize('line, want', [
+    ('[2026-12-01 15:13:22] Subprocess scheduler_0 (pid=18252) crashed with exit code -9. Triggering SIGQUIT for '
+     'cleanup...', {'name': 'scheduler_0', 'pid': 18252, 'exit_code': -9, 'signal': 9, 'reason': 'killed'}),
+    ('Subprocess scheduler_2 (pid=5) crashed with exit code 1. Triggering SIGQUIT for cleanup...',
+     {'name': 'scheduler_2', 'exit_code': 1, 'signal': None, 'signal_name': None, 'reason': 'crashed'}),
+    ('Subprocess scheduler_0 (pid=5) crashed with exit code -15. Triggering SIGQUIT for cleanup...',
+     {'signal': 15, 'signal_name': 'TERM', 'reason': 'killed'}),
+    ('RuntimeError: Rank 7 scheduler died during initialization (exit code: None). If exit code is -9 (SIGKILL), a '
+     'common cause is the OS OOM killer.', {'name': 'scheduler_7', 'exit_code': None, 'reason': 'crashed'}),
+    ('[2026-12-01 15:20:15] Scheduler or DataParallelController 23415 terminated with 0', None),
+    ('[2026-12-01 15:20:15] kill_process_tree called: parent_pid=23398, include_parent=False, pid=23398', None),
+])
+def test_child_exit_of(line, want):
+    got = sglang_log.child_exit_of(line)
+    if want is None:
+        assert got is None
+    else:
+        assert got is not None and dict((k, got[k]) for k in want) == want
 
 
 def test_tail_is_bounded():
@@ -72,8 +167,11 @@ def test_strip_prefix():
     assert sglang_log.strip_prefix('no prefix') == 'no prefix'
 
 
-def test_member_rank_is_ready_when_its_dummy_health_server_starts():
-    line = '[2026-11-29 20:41:07] Starting dummy health check server at 0.0.0.0:30000'
+@pytest.mark.parametrize('line', [
+    '[2026-12-01 15:20:08] Dummy health check server started in background thread at 127.0.0.1:31001',  # 0.5.23
+    '[2026-11-29 20:41:07] Starting dummy health check server at 0.0.0.0:30000',                          # older
+])
+def test_member_rank_is_ready_when_its_dummy_health_server_starts(line):
     member = sglang_log.LogState()
     member.feed('[2026-11-29 20:41:02 TP8] Load weight end. elapsed=1.02 s, type=Qwen3MoeForCausalLM')
     assert not member.ready and member.milestone == 'load_end'

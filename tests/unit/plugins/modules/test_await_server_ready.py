@@ -148,13 +148,40 @@ def test_systemd_oom_kill_result(run_module, mocker):
     assert res['status'] == 'oom'
 
 
+def _child(code):
+    import subprocess
+    import sys
+    return subprocess.Popen([sys.executable, '-c', code])
+
+
 def test_hang(tmp_path, run_module, mocker):
+    """Silent and idle (a process that sleeps): hang after hang_timeout."""
     log = tmp_path / 'sglang.log'
     write(str(log), '[2026-05-01 12:00:00 TP0] Load weight begin\n', age=30)
     mocker.patch(HU, side_effect=refused_open)
-    res = run_module(mod, {'log_path': str(log), 'pid': os.getpid(), 'hang_timeout': 5, 'timeout': 1000})
+    child = _child('import time; time.sleep(60)')
+    try:
+        res = run_module(mod, {'log_path': str(log), 'pid': child.pid, 'hang_timeout': 5, 'timeout': 1000})
+    finally:
+        child.kill()
+        child.wait()
     assert res['status'] == 'hang' and res['milestone'] == 'load_begin'
     assert res['evidence'][0].startswith('no new log line for 5')
+    assert 'no CPU or disk activity' in res['evidence'][0]
+
+
+def test_silent_but_working_is_no_hang(tmp_path, run_module, mocker):
+    """Silent but busy (a load whose progress is a tqdm bar, a JIT compile): never hang, only the overall timeout."""
+    log = tmp_path / 'sglang.log'
+    write(str(log), '[2026-05-01 12:00:00 TP0] Load weight begin\n', age=30)
+    mocker.patch(HU, side_effect=refused_open)
+    child = _child('while True: pass')
+    try:
+        res = run_module(mod, {'log_path': str(log), 'pid': child.pid, 'hang_timeout': 2, 'timeout': 6})
+    finally:
+        child.kill()
+        child.wait()
+    assert res['status'] == 'timeout', res
 
 
 def test_step_returns_loading_then_continues(tmp_path, run_module, mocker):

@@ -46,6 +46,7 @@ DEFAULT_PARAMS: Dict[str, Any] = {
     "ignore_sigterm": False,
     "gpu_mem_fraction": None,        # None: --mem-fraction-static, else 0.85
     "model_type": None,              # None: config.json architectures[0], else Qwen3MoeForCausalLM
+    "silent_busy_seconds": 0,        # real server only: the load works this long on the CPU and logs nothing
 }
 
 

@@ -1,0 +1,169 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Is a silent server working? CPU time and bytes read by its processes, sampled while it loads.
+
+SGLang writes nothing to the journal for long stretches of a healthy start: Python imports before its
+first line, a weight load whose progress is a tqdm bar (``\\r``, no newline, so journald shows no line), a
+first start's JIT compile. Silence alone is therefore no hang: a server is called ``hang`` only when it
+is silent *and* idle, i.e. its processes neither use CPU nor read data.
+
+The readers take the unit's cgroup (``cpu.stat`` ``usage_usec``, ``io.stat`` ``rbytes``) when systemd
+names one, else the process tree of the main PID from /proc (utime + stime, ``rchar`` of /proc/PID/io).
+Pure functions over text plus small readers; no Ansible imports.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+# a server counts as working when, between two samples, it used at least this share of one CPU core ...
+MIN_CPU_SHARE = 0.05
+# ... or read at least this many bytes (weights from disk or page cache)
+MIN_READ_BYTES = 1 << 20
+# seconds between samples
+SAMPLE_EVERY = 1.0
+
+
+def parse_cpu_stat(text):
+    """CPU seconds from a cgroup v2 ``cpu.stat`` (``usage_usec N``), or None."""
+    for line in (text or '').splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == 'usage_usec':
+            try:
+                return int(parts[1]) / 1e6
+            except ValueError:
+                return None
+    return None
+
+
+def parse_io_stat(text):
+    """Bytes read from a cgroup v2 ``io.stat`` (sum of ``rbytes=`` over devices); 0 when empty."""
+    total = 0
+    for line in (text or '').splitlines():
+        for field in line.split()[1:]:
+            key, _sep, value = field.partition('=')
+            if key == 'rbytes':
+                try:
+                    total += int(value)
+                except ValueError:
+                    pass
+    return total
+
+
+def parse_proc_stat(text):
+    """``(ppid, cpu_ticks)`` from a /proc/PID/stat line (utime + stime), or None."""
+    try:
+        rest = text[text.rindex(')') + 2:].split()
+        return int(rest[1]), int(rest[11]) + int(rest[12])
+    except (ValueError, IndexError):
+        return None
+
+
+def parse_proc_io(text):
+    """``rchar`` (bytes read through any read call, page cache included) of /proc/PID/io, or 0."""
+    for line in (text or '').splitlines():
+        key, _sep, value = line.partition(':')
+        if key.strip() == 'rchar':
+            try:
+                return int(value.strip())
+            except ValueError:
+                return 0
+    return 0
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except (IOError, OSError):
+        return None
+
+
+def cgroup_usage(control_group, root='/sys/fs/cgroup'):
+    """``(cpu_seconds, read_bytes)`` of a cgroup v2 path as systemd names it (``/system.slice/x.service``)."""
+    if not control_group:
+        return None
+    base = os.path.join(root, control_group.lstrip('/'))
+    cpu = parse_cpu_stat(_read(os.path.join(base, 'cpu.stat')))
+    if cpu is None:
+        return None
+    return cpu, parse_io_stat(_read(os.path.join(base, 'io.stat')))
+
+
+def tree_usage(pid, proc='/proc'):
+    """``(cpu_seconds, read_bytes)`` of ``pid`` and all its descendants, from /proc, or None when it is gone."""
+    if not pid:
+        return None
+    stats = {}
+    try:
+        names = os.listdir(proc)
+    except OSError:
+        return None
+    for name in names:
+        if not name.isdigit():
+            continue
+        st = parse_proc_stat(_read(os.path.join(proc, name, 'stat')) or '')
+        if st is not None:
+            stats[int(name)] = st
+    if pid not in stats:
+        return None
+    children = {}
+    for p, (ppid, _ticks) in stats.items():
+        children.setdefault(ppid, []).append(p)
+    ticks, rbytes, todo = 0, 0, [pid]
+    while todo:
+        p = todo.pop()
+        ticks += stats[p][1]
+        rbytes += parse_proc_io(_read(os.path.join(proc, str(p), 'io')))
+        todo.extend(children.get(p, ()))
+    try:
+        hz = float(os.sysconf('SC_CLK_TCK'))
+    except (ValueError, OSError, AttributeError):
+        hz = 100.0
+    return ticks / hz, rbytes
+
+
+class Activity(object):
+    """Samples a usage reader now and then and says whether the server worked since the last sample.
+
+    ``read()`` returns ``(cpu_seconds, read_bytes)`` or None (unknown: then it never counts as working).
+    """
+
+    def __init__(self, read, min_cpu_share=MIN_CPU_SHARE, min_read_bytes=MIN_READ_BYTES, every=SAMPLE_EVERY):
+        self.read = read
+        self.min_cpu_share = min_cpu_share
+        self.min_read_bytes = min_read_bytes
+        self.every = every
+        self.last = None        # (time, cpu, bytes)
+        self.last_busy = None   # time of the last sample that showed work
+        self.compared = False   # two samples seen: idleness can be told
+        self.known = True       # False once the reader said it cannot tell
+
+    def judged(self):
+        """True once idleness can be told (two samples compared), or when usage cannot be read at all."""
+        return self.compared or not self.known
+
+    def poll(self, now):
+        """Sample when due; return True when the server used CPU or read data since the previous sample."""
+        if self.last is not None and now - self.last[0] < self.every:
+            return False
+        try:
+            sample = self.read()
+        except Exception:  # pylint: disable=broad-except
+            sample = None
+        if sample is None:
+            self.known = False
+            return False
+        cpu, rbytes = sample
+        prev, self.last = self.last, (now, cpu, rbytes)
+        if prev is None:
+            return False
+        self.compared = True
+        dt = max(now - prev[0], 1e-6)
+        busy = (cpu - prev[1]) >= self.min_cpu_share * dt or (rbytes - prev[2]) >= self.min_read_bytes
+        if busy:
+            self.last_busy = now
+        return busy
