@@ -155,6 +155,45 @@ def candidate_args(cand):
     return args
 
 
+def flag_pairs(args):
+    """``[(flag, value)]`` of an argv list, ``--flag value`` and ``--flag=value`` alike, in order.
+
+    A flag followed by another flag (or by nothing) has no value and is left out: the arch matrix judges backend
+    choices, which always take one.
+    """
+    pairs = []
+    args = [str(a) for a in (args or [])]
+    i = 0
+    while i < len(args):
+        item = args[i]
+        if item.startswith('--') and '=' in item:
+            flag, _sep, value = item.partition('=')
+            pairs.append((flag, value))
+        elif item.startswith('--') and i + 1 < len(args) and not args[i + 1].startswith('--'):
+            pairs.append((item, args[i + 1]))
+            i += 1
+        i += 1
+    return pairs
+
+
+def arch_verdict(args, arch, arch_check):
+    """The first ``(verdict, why)`` of ``arch_check(flag, value, arch)`` over every flag of ``args`` that is not
+    ``ok``, or None: a backend is judged the same whether a structured field or ``extra_args`` gave it. A flag
+    given twice is judged by its last value, the one SGLang keeps."""
+    last = {}
+    order = []
+    for flag, value in flag_pairs(args):
+        if flag not in last:
+            order.append(flag)
+        last[flag] = value
+    for flag in order:
+        value = last[flag]
+        verdict, why = arch_check(flag, value, arch)
+        if verdict != 'ok':
+            return verdict, why or '%s %s on %s' % (flag, value, arch)
+    return None
+
+
 def find_record_failure(record, fingerprint, sglang_version, key):
     """The last failed record entry for this fingerprint + version + config, or None."""
     found = None
@@ -179,10 +218,12 @@ def find_record_success(record, fingerprint, sglang_version, key):
     return None
 
 
-def build_plan(candidates, base, gpu, sglang_version, record, arch_check, flag_check):
+def build_plan(candidates, base, gpu, sglang_version, record, arch_check, flag_check, base_args=()):
     """Decide, for each normalized candidate, ``planned`` or ``skipped`` (reason, evidence).
 
-    ``arch_check(field, value, arch) -> (verdict, why)``, verdict in ``ok``, ``unsupported``, ``known_bad``.
+    ``arch_check(flag, value, arch) -> (verdict, why)``, verdict in ``ok``, ``unsupported``, ``known_bad``; it is
+    asked about every ``--flag value`` of the candidate's argv (its backend fields and its ``extra_args``) and of
+    ``base_args`` (the arguments every candidate shares).
     ``flag_check(args) -> list of problems`` (each a string naming the flag and the closest valid one);
     an empty list means the installed SGLang accepts the arguments.
     Both are injected so that the plan is testable with plain data.
@@ -213,14 +254,7 @@ def build_plan(candidates, base, gpu, sglang_version, record, arch_check, flag_c
             plan.append(entry)
             continue
         if not cand['force']:
-            arch_why = None
-            for k, flag in BACKEND_FLAGS:
-                if not cand.get(k):
-                    continue
-                verdict, why = arch_check(k, cand[k], arch)
-                if verdict != 'ok':
-                    arch_why = (verdict, why or '%s %s on %s' % (flag, cand[k], arch))
-                    break
+            arch_why = arch_verdict(list(base_args) + entry['args'], arch, arch_check)
             if arch_why:
                 entry.update(outcome='skipped',
                              reason='arch_unsupported' if arch_why[0] == 'unsupported' else 'known_bad',

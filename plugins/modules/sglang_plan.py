@@ -287,8 +287,7 @@ def main():
         _items, errors = sglang_flags.parse_extra_args(list(p['base_args']) + list(args), table, option_name='args')
         return errors
 
-    def arch_check(field, value, arch):
-        flag = dict(planlib.BACKEND_FLAGS)[field]
+    def arch_check(flag, value, arch):
         result = arch_matrix.classify(flag, value, arch)
         verdict = result['verdict']
         return ('ok' if verdict in ('ok', 'warn') else verdict), result['reason']
@@ -297,7 +296,7 @@ def main():
         candidates = planlib.normalize_candidates(p['candidates'], p['known_good'])
         record = read_record(p['record_path'])
         result = planlib.build_plan(candidates, p['base'], p['gpu'], p['sglang_version'], record,
-                                    arch_check, flag_check)
+                                    arch_check, flag_check, base_args=p['base_args'])
     except planlib.PlanError as exc:
         module.fail_json(msg=str(exc))
     typo = misspelt_backend(p['candidates'], result, table)

@@ -80,12 +80,10 @@ def by_name(report):
 
 
 def journal_line(host, needle, unit="sglang.service"):
-    """The real server's own journal line that holds ``needle`` (the collection's evidence), or ''."""
+    """The real server's own last journal line that holds ``needle`` (the collection's evidence), or ''."""
     out = ssh(host, "journalctl -u %s --no-pager -o cat" % unit, timeout=120)
-    for line in out.splitlines():
-        if needle and needle[:80] in line:
-            return line
-    return ""
+    found = [line for line in out.splitlines() if needle and needle[:80] in line]
+    return found[-1] if found else ""
 
 
 def show(scenario, host, cand, real_line):

@@ -17,8 +17,8 @@ with open(os.path.join(HERE, 'cases', 'plan.yml')) as _f:
     CASES = yaml.safe_load(_f)
 
 
-def arch_check(field, value, arch):
-    result = arch_matrix.classify(dict(plan.BACKEND_FLAGS)[field], value, arch)
+def arch_check(flag, value, arch):
+    result = arch_matrix.classify(flag, value, arch)
     verdict = result['verdict']
     return ('ok' if verdict in ('ok', 'warn') else verdict), result['reason']
 
@@ -53,11 +53,25 @@ def test_build_plan(case):
                                   'sglang_version': case.get('record_version', '0.5.23'),
                                   'config_key': plan.config_key(cand, {}), 'outcome': 'failed',
                                   'reason': 'crashed', 'evidence': 'boom', 'time': 'then'})
-    got = plan.build_plan(cands, {}, gpu, '0.5.23', record, arch_check, flag_checker(case.get('unknown_flags', [])))
+    got = plan.build_plan(cands, {}, gpu, '0.5.23', record, arch_check, flag_checker(case.get('unknown_flags', [])),
+                          base_args=case.get('base_args', []))
     assert [{'name': e['name'], 'outcome': e['outcome'], 'reason': e['reason']} for e in got] == case['want']
     for e in got:
         if e['outcome'] == 'skipped':
             assert e['evidence'], 'a skip must say why'
+    for name, evidence in (case.get('want_evidence') or {}).items():
+        assert [e['evidence'] for e in got if e['name'] == name][0].startswith(evidence)
+
+
+@pytest.mark.parametrize('args, want', [
+    (['--moe-runner-backend', 'flashinfer_trtllm'], [('--moe-runner-backend', 'flashinfer_trtllm')]),
+    (['--moe-runner-backend=flashinfer_trtllm'], [('--moe-runner-backend', 'flashinfer_trtllm')]),
+    (['--trust-remote-code', '--tp-size', '8', '--x=a=b'], [('--tp-size', '8'), ('--x', 'a=b')]),
+    (['--enable-metrics'], []),
+    ([], []),
+])
+def test_flag_pairs(args, want):
+    assert plan.flag_pairs(args) == want
 
 
 def test_config_key_ignores_name_and_force_but_not_config():
