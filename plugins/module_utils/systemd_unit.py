@@ -382,6 +382,55 @@ def render_unit(argv, service_name, env_path, description=None, restart='no', re
 
 RESTART_CHOICES = ('no', 'on-failure', 'on-abnormal', 'on-abort', 'always')
 SERVICE_NAME_RE = re.compile(r'^[A-Za-z0-9:_.\\-]+$')
+# [Service] settings systemd applies to the running service after a daemon-reload (what it does when the process
+# exits next): changing only these needs no restart.
+RELOAD_ONLY_SETTINGS = ('Restart', 'RestartSec')
+
+
+def _settings_but(unit_text, skip, section='Service'):
+    """The unit's logical lines (continuations joined, comments and blank lines kept, in order), without the
+    ``skip`` settings of ``[section]``."""
+    out = []
+    current = None
+    lines = unit_text.split('\n')
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        stripped = line.strip()
+        if stripped.startswith('#') or stripped.startswith(';'):
+            out.append(line)  # systemd.syntax(7): a comment does not continue
+            continue
+        while line.endswith('\\') and i < len(lines):
+            line = line + '\n' + lines[i]
+            i += 1
+        if stripped.startswith('[') and stripped.endswith(']'):
+            current = stripped[1:-1]
+        elif current == section and stripped.partition('=')[0].strip() in skip and '=' in stripped:
+            continue
+        out.append(line)
+    return out
+
+
+def unit_change(old_text, new_text):
+    """What replacing unit ``old_text`` by ``new_text`` asks of a running service.
+
+    -> ``'none'`` (same text), ``'reload'`` (only ``Restart=`` / ``RestartSec=`` of ``[Service]`` differ:
+    ``systemctl daemon-reload`` applies them to the running process, which goes on, same InvocationID) or
+    ``'restart'`` (anything else differs, or there was no unit before). Pure.
+    """
+    if old_text == new_text:
+        return 'none'
+    if old_text is None or new_text is None:
+        return 'restart'
+    if _settings_but(old_text, RELOAD_ONLY_SETTINGS) == _settings_but(new_text, RELOAD_ONLY_SETTINGS):
+        return 'reload'
+    return 'restart'
+
+
+def only_restart_policy_changed(old_text, new_text):
+    """True when the two unit texts differ in ``Restart=`` / ``RestartSec=`` only (see unit_change)."""
+    return unit_change(old_text, new_text) == 'reload'
 
 
 def normalize_restart(value):

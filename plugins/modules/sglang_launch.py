@@ -19,7 +19,8 @@ description:
   - Renders a systemd unit (ExecStart quoted with systemd's own rules) and a 0600 EnvironmentFile that holds O(env)
     and the API key; the unit refers to the key as C(${SGLANG_API_KEY}) only.
   - Writes a file only when its content differs (atomic rename, timestamped backups), runs C(daemon-reload) only
-    when the unit changed, then starts, stops or restarts the service.
+    when the unit changed, then starts, stops or restarts the service (a change of the restart policy alone needs
+    no restart).
 author:
   - llmserve maintainers (@llmserve)
 extends_documentation_fragment:
@@ -43,7 +44,9 @@ options:
   state:
     description:
       - V(present) writes the unit and env file and leaves the service as it is.
-      - V(started) also starts it; when the unit or env file changed and it was running, it is restarted.
+      - V(started) also starts it; when the unit or env file changed and it was running, it is restarted, unless only
+        C(Restart=) and C(RestartSec=) changed (O(restart), O(restart_sec)); then C(daemon-reload) applies them to the
+        running process, which goes on serving (same RV(invocation_id)).
       - V(restarted) always restarts it. V(stopped) stops it (and writes the files when O(model_path) is given).
       - V(absent) stops and disables it and removes the unit and env file (kept as backups when O(backup=true)).
     type: str
@@ -172,12 +175,17 @@ options:
   restart:
     description:
       - The unit's C(Restart=) (V(no), V(on-failure), V(on-abnormal), V(on-abort), V(always)).
-      - Keep V(no) for trials (a crashing backend must stay down); the installed service uses V(on-failure).
+      - Keep V(no) for trials (a crashing backend must stay down). The deploy's installed service gets the
+        C(sglang_restart) role variable, V(on-failure) by default; its trials always get V(no).
       - Quote V("no") in YAML; an unquoted C(no) (false) is accepted too.
+      - Changing only O(restart) or O(restart_sec) of a running service with O(state=started) does not restart it
+        (see O(state)).
     type: raw
     default: 'no'
   restart_sec:
-    description: The unit's C(RestartSec=) when O(restart) is not V(no).
+    description:
+      - The unit's C(RestartSec=), seconds between the process's exit and its restart, when O(restart) is not V(no)
+        (not written with V(no)). V(0) or more.
     type: int
     default: 10
   timeout_stop_sec:
@@ -553,6 +561,8 @@ def main():
         errors.append('restart: %r is not one of %s' % (restart, ', '.join(systemd_unit.RESTART_CHOICES)))
     if p['backup_keep'] < 1:
         errors.append('backup_keep: must be 1 or more')
+    if p['restart_sec'] < 0:
+        errors.append('restart_sec: must be 0 or more (seconds before a restart)')
     if p['timeout_stop_sec'] < 1:
         errors.append('timeout_stop_sec: must be 1 or more (a stop must be bounded)')
     free = p['free_gpus']
@@ -681,8 +691,8 @@ def main():
     if p['state'] == 'started':
         if not active:
             actions.append('start')
-        elif changed:
-            actions.append('restart')
+        elif result['env_changed'] or systemd_unit.unit_change(unit_before, unit_after) == 'restart':
+            actions.append('restart')  # a change of Restart=/RestartSec= only: the daemon-reload above applies it
     elif p['state'] == 'restarted':
         actions.append('restart')
     elif p['state'] == 'stopped' and active:

@@ -40,7 +40,9 @@ BASE_VARS = {
     "sglang_candidates": [],
     "sglang_env": {"CUDA_HOME": "/usr/local/cuda-13.0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
                    "FAKE_SGLANG_LOAD_SECONDS": "0.3"},
-    "sglang_hang_timeout": 4,
+    # above SGLang's own 5 s poll: a scheduler SIGKILLed at launch is reported by the idle main process at its next
+    # poll (`Rank 0 scheduler died during initialization`), up to 5 s later
+    "sglang_hang_timeout": 8,
     "gpu_cleanup_term_grace": 2,
     "gpu_cleanup_stop_timeout": 8,
 }

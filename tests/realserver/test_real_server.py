@@ -13,6 +13,7 @@ journal on the host).
 - S2 a scheduler SIGKILLed at start, nothing logged by it -> killed (the real main process then exits with status 1)
 - S3 a broken MoE kernel's NaN activations -> the real sampler serves ``!!!!`` -> garbage
 - S5 the known-good configuration serves, is enabled and answers; a second run changes nothing
+- the installed service restarts on failure: ``kill -9`` of its main process, systemd starts it again, it answers
 - clean-up ends the real process tree (main, ``sglang::scheduler``, ``sglang::detokenizer``, resource tracker)
 - a load that logs nothing for longer than ``sglang_hang_timeout`` but works is not a hang
 - a two-node group (gpu01 rank 0, ct129 rank 1) becomes ready and serves; its rank-1 crash is blamed on rank 1
@@ -28,6 +29,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 import yaml
@@ -173,6 +175,32 @@ def test_second_run_changes_nothing(lab):  # pylint: disable=unused-argument,red
         # forced candidates are tried again only when the record has no failure for them; these failed just now
         assert cands[name]["outcome"] in ("skipped",), cands[name]
     assert reports["gpu01"]["final_state"] == "serving"
+
+
+def test_installed_service_restarts_on_failure(lab):  # pylint: disable=unused-argument,redefined-outer-name
+    """kill -9 of the serving main process: systemd starts the unit again (sglang_restart: on-failure), it answers."""
+    show = ssh("gpu01", "systemctl show sglang.service -p Restart -p NRestarts -p MainPID")
+    props = dict(line.split("=", 1) for line in show.split())
+    assert props["Restart"] == "on-failure", show
+    ssh("gpu01", "kill -9 %s" % props["MainPID"])
+    deadline = time.time() + 400
+    after = {}
+    while time.time() < deadline:
+        after = dict(line.split("=", 1) for line in ssh("gpu01", "systemctl show sglang.service -p NRestarts "
+                                                                  "-p MainPID -p ActiveState").split())
+        if int(after.get("NRestarts", 0)) > int(props["NRestarts"]) and "ready to roll" in ssh(
+                "gpu01", "journalctl -u sglang.service --no-pager -o cat --since '-5min' | tail -n 40"):
+            break
+        time.sleep(5)
+    assert int(after.get("NRestarts", 0)) == int(props["NRestarts"]) + 1, after
+    assert after["MainPID"] != props["MainPID"], after
+    answer = ssh("gpu01", "curl -s -m 30 -H 'Content-Type: application/json' -d '{\"text\": \"The capital city of "
+                          "France is\", \"sampling_params\": {\"max_new_tokens\": 12, \"temperature\": 0}}' "
+                          "http://127.0.0.1:30000/generate")
+    assert "Paris" in json.loads(answer)["text"], answer
+    RESULTS.append("%-28s %-6s kill -9 of main %s -> systemd restart %s -> new main %s answers %r" % (
+        "restart on failure", "gpu01", props["MainPID"], after["NRestarts"], after["MainPID"],
+        json.loads(answer)["text"][:30]))
 
 
 def test_cleanup_ends_the_real_process_tree(lab):  # pylint: disable=unused-argument,redefined-outer-name

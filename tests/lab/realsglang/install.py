@@ -131,7 +131,7 @@ def make_model(root, venv):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--root", default=os.environ.get("LLMSERVE_LAB_REAL_ROOT", "/var/lib/llmserve-lab"))
     ap.add_argument("--python", default=shutil.which("python3.11") or sys.executable)
     ap.add_argument("--check", action="store_true")

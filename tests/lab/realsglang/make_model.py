@@ -212,11 +212,11 @@ def same_ids_everywhere(raw_tok, hf_tok, examples):
 
 def batch(examples, pad_id):
     """Right-padded input ids, next-token labels and per-token loss weights (0 = no loss)."""
-    width = max(len(p) + len(a) for _, p, a in examples)
+    width = max(len(p) + len(a) for _name, p, a in examples)
     ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
     labels = torch.zeros((len(examples), width), dtype=torch.long)
     weight = torch.zeros((len(examples), width))
-    for row, (_, prompt, answer) in enumerate(examples):
+    for row, (_name, prompt, answer) in enumerate(examples):
         seq = prompt + answer
         ids[row, :len(seq)] = torch.tensor(seq)
         labels[row, :len(seq) - 1] = torch.tensor(seq[1:])     # position t predicts token t+1
@@ -250,7 +250,7 @@ def greedy(model, prompt, max_new, eos_id):
     """Greedy decoding, whole sequence each step; return ``(new_ids, min_margin)`` (top-1 minus top-2 logit)."""
     seq, out, margin = list(prompt), [], float("inf")
     with torch.no_grad():
-        for _ in range(max_new):
+        for _step in range(max_new):
             top = torch.topk(model(input_ids=torch.tensor([seq])).logits[0, -1].float(), 2)
             margin = min(margin, (top.values[0] - top.values[1]).item())
             out.append(int(top.indices[0]))

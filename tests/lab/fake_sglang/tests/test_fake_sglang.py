@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from conftest import LAB, PKG_ROOT, write_table
+from fakesg_helpers import LAB, PKG_ROOT, free_port, write_table
 
 ENV = {**os.environ, "PYTHONPATH": PKG_ROOT}
 
@@ -97,15 +97,27 @@ def test_ready_path(server):
     s.wait_log("Load weight begin")
     assert _refused(s.port), "the port must not be bound while loading"
     lg = s.wait_ready()
-    order = ["server_args=ServerArgs(", " TP0] Load weight begin",
+    # the order of tp1_idle.log / tp2_sigterm.log (real 0.5.23)
+    order = ["server_args={'model_path': ", " TP0] Init parallel begin.", " TP0] Init parallel ends. elapsed=",
+             " TP0] Memory baseline taken. mem usage=", " TP0] Load weight begin",
              "Loading safetensors checkpoint shards:  50% Completed | 2/4", " TP0] Load weight end. elapsed=",
-             " TP0] KV Cache is allocated. #tokens: ", " TP0] Capture cuda graph end. Time elapsed: ",
-             f"Uvicorn running on http://127.0.0.1:{s.port}", '"GET /get_model_info HTTP/1.1" 200',
-             '"POST /generate HTTP/1.1" 200', "The server is fired up and ready to roll!"]
+             " TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: ", " TP0] Memory pool end. avail mem=",
+             " TP0] Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, avail mem=",
+             " TP0] Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 12, 16, ",
+             " TP0] max_total_num_tokens=", "] Engine startup timings (s): load_weight=",
+             f"] INFO:     Started server process [{s.proc.pid}]", f"Uvicorn running on http://127.0.0.1:{s.port}",
+             '"GET /model_info HTTP/1.1" 200', " TP0] Prefill batch, #new-seq: 1, ",
+             '"POST /generate HTTP/1.1" 200', '"POST /freeze_gc HTTP/1.1" 200',
+             "The server is fired up and ready to roll!"]
     pos = [lg.index(x) for x in order]
     assert pos == sorted(pos), lg
-    assert " TP1] Load weight end." in lg
-    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] server_args=", lg, re.M)
+    assert " TP1] Load weight end." in lg and " TP1] max_total_num_tokens=" not in lg
+    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] server_args=\{'model_path': ", lg, re.M)
+    assert re.search(r"\] Engine startup timings \(s\): load_weight=[\d.]+, kv_cache_allocation=[\d.]+, "
+                     r"scheduler_e2e=[\d.]+, cuda_graph=\{prefill=0\.00, decode=[\d.]+, target_verify=0\.00, "
+                     r"draft_prefill=0\.00, draft_decode=0\.00, draft_extend=0\.00\}, tokenizer_e2e=[\d.]+$", lg, re.M)
+    assert re.search(r" TP0\] Capture target decode CUDA graph end\. bs=\[1, 2, 4, 8, 12, [\d, ]+, 256\], "
+                     r"elapsed=[\d.]+ s, mem usage=[\d.]+ GB, avail mem=[\d.]+ GB\.$", lg, re.M)
     assert re.search(r"Load weight end\. elapsed=[\d.]+ s, type=Qwen3MoeForCausalLM, .*avail mem=[\d.]+ GB, "
                      r"mem usage=[\d.]+ GB\.", lg)
     st, _hdrs, body = s.request("/health")
@@ -153,24 +165,59 @@ def test_ready_path(server):
     # info endpoints
     st, b = s.json("/v1/models", headers=auth)
     assert b["object"] == "list" and b["data"][0]["id"] == "qwen-test"
-    st, b = s.json("/get_model_info", headers=auth)
+    st, b = s.json("/model_info", headers=auth)
     assert b["model_path"] == s.model and b["is_generation"] is True and b["weight_version"] == "default"
-    st, b = s.json("/get_server_info", headers=auth)
+    st, b = s.json("/server_info", headers=auth)
     assert b["version"] == "0.5.23" and b["tp_size"] == 2 and b["served_model_name"] == "qwen-test"
+    assert "is deprecated" not in s.log()
     st, _hdrs, body = s.request("/flush_cache", headers=auth, method="POST")
     assert st == 200 and body.startswith(b"Cache flushed.")
-    # fake GPU memory is held by the two ranks
+    # fake GPU memory is held by the two ranks, named like the real processes (sglang::scheduler_TP<n>)
+    recs = _records(s)
+    assert sorted(int(g) for r in recs for g in r["gpus"]) == [0, 1]
+    assert sorted(r["name"] for r in recs) == ["sglang::scheduler_TP0", "sglang::scheduler_TP1"]
+    kids = _children(s)
+    assert sorted(_comm(p) for p in kids) == ["sglang::detoken", "sglang::schedul", "sglang::schedul"]
+    # SIGTERM: drain and exit 0 (tp2_sigterm.log)
+    _sigterm_exits_like_the_real(s)
+
+
+def _records(s):
     import fakegpu
     os.environ["FAKEGPU_ROOT"] = s.root
     try:
-        recs = fakegpu.records()
+        return fakegpu.records()
     finally:
         del os.environ["FAKEGPU_ROOT"]
-    assert sorted(int(g) for r in recs for g in r["gpus"]) == [0, 1]
-    # SIGTERM: drain and exit 0
+
+
+def _children(s):
+    with open(f"/proc/{s.proc.pid}/task/{s.proc.pid}/children") as f:
+        return [int(p) for p in f.read().split()]
+
+
+def _comm(pid):
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read().strip()
+
+
+def _sigterm_exits_like_the_real(s):
+    """tp1_sigterm.log: exit 0 a few seconds later (the sigterm watchdog's 5-s tick), in this order."""
+    t0 = time.time()
     s.proc.send_signal(signal.SIGTERM)
     assert s.wait_exit(15) == 0
-    assert "Finished server process" in s.log()
+    assert time.time() - t0 < 6.5
+    lg = s.log()
+    pid = s.proc.pid
+    order = ["] SIGTERM received. signum=None frame=None. Draining requests and shutting down...",
+             "] Gracefully exiting... Remaining number of requests 0. Remaining requests remaining_rids=[].",
+             f"] kill_process_tree called: parent_pid={pid}, include_parent=False, pid={pid}",
+             "] INFO:     Shutting down", "] INFO:     Waiting for application shutdown.",
+             "] INFO:     Application shutdown complete.", f"] INFO:     Finished server process [{pid}]"]
+    pos = [lg.index(x) for x in order]
+    assert pos == sorted(pos), lg[-2000:]
+    assert lg.count(f"kill_process_tree called: parent_pid={pid}, include_parent=False") == 2
+    assert lg.rstrip().endswith(f"kill_process_tree called: parent_pid={pid}, include_parent=False, pid={pid}")
 
 
 def test_health_503_until_warmup_done(server, tmp_path):
@@ -185,19 +232,93 @@ def test_health_503_until_warmup_done(server, tmp_path):
 
 
 def test_skip_server_warmup(server):
+    """_wait_and_warmup with --skip-server-warmup: status Up at once, no /model_info nor /generate, but the
+    /freeze_gc request and the ready line all the same."""
     s = server(["--skip-server-warmup"])
-    s.wait_log("Uvicorn running on")
-    for _attempt in range(50):
-        st, _hdrs, _body = s.request("/health")
-        if st == 200:
-            break
-        time.sleep(0.1)
+    lg = s.wait_ready()
+    assert lg.index("Uvicorn running on") < lg.index('"POST /freeze_gc HTTP/1.1" 200') < lg.index("fired up")
+    st, _hdrs, _body = s.request("/health")
     assert st == 200
-    assert "POST /generate" not in s.log() and "fired up" not in s.log()
+    assert "POST /generate" not in s.log() and "/model_info" not in s.log()
+
+
+def test_tp1_logs_without_rank_prefix_and_plain_scheduler_name(server):
+    """tp1_idle.log: a tp 1 scheduler logs with no " TP0" and is titled sglang::scheduler."""
+    s = server([])
+    lg = s.wait_ready()
+    assert " TP0]" not in lg
+    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] Init parallel begin\.$", lg, re.M)
+    assert re.search(r"^\[[\d :-]+\] Init parallel ends\. elapsed=\d+\.\d\d s$", lg, re.M)
+    assert re.search(r"^\[[\d :-]+\] Capture target decode CUDA graph begin\. backend=full, num_tokens_per_req=1, "
+                     r"avail mem=[\d.]+ GB$", lg, re.M)
+    assert [r["name"] for r in _records(s)] == ["sglang::scheduler"]
+    s.json("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 50}})
+    assert re.search(r"^\[[\d :-]+\] Decode batch, #running-req: 1, #token: \d+, token usage: [\d.]+, cuda graph: "
+                     r"True, gen throughput \(token/s\): [\d.]+, #queue-req: 0$", s.log(), re.M)
+
+
+def test_cuda_graph_lines_follow_the_flags(server):
+    s = server(["--cuda-graph-backend-decode", "breakable", "--cuda-graph-max-bs-decode", "48"])
+    lg = s.wait_ready()
+    assert "Capture target decode CUDA graph begin. backend=breakable, num_tokens_per_req=1, avail mem=" in lg
+    assert "Capture target decode CUDA graph end. bs=[1, 2, 4, 8, 12, 16, 24, 32, 40, 48], elapsed=" in lg
+    s2 = server(["--disable-cuda-graph"])
+    lg = s2.wait_ready()
+    assert "'--disable-cuda-graph' is deprecated and will be removed in a future release." in lg
+    assert "CUDA graph begin" not in lg and "CUDA graph end" not in lg
+
+
+def test_deprecated_info_endpoints_warn_on_every_call(server):
+    """http_server.py: /get_model_info and /get_server_info answer, with a warning each time."""
+    s = server([])
+    s.wait_ready()
+    for path in ("/get_model_info", "/get_model_info", "/get_server_info", "/model_info", "/server_info"):
+        assert s.request(path)[0] == 200
+    lg = s.log()
+    assert lg.count("] Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
+                    "Please use '/model_info' instead.") == 2
+    assert lg.count("] Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
+                    "Please use '/server_info' instead.") == 1
+    warn = lg.index("Endpoint '/get_server_info' is deprecated")
+    assert warn < lg.index('"GET /get_server_info HTTP/1.1" 200 OK')
+    assert '"GET /get_model_info' not in lg.split("fired up")[0]      # the warm-up polls /model_info
+    assert s.request("/ready")[0] == 200
 
 
 # --- ways to die --------------------------------------------------------------------------------------------
+FAST_DEATH = {"FAKE_SGLANG_TIME_SCALE": "0.05", "FAKE_SGLANG_LOAD_SECONDS": "6"}   # real durations / 20
+
+
+def _pid_of(lg, name):
+    return int(re.search(r"Subprocess %s \(pid=(\d+)\)" % name, lg).group(1))
+
+
+def _running_crash_diagnostics(lg, pid, live):
+    """The main process after a SIGQUIT while serving (tokenizer_manager.py running_phase_sigquit_handler and
+    dump_requests_before_crash, py-spy not installed), in this order, then kill_process_tree of itself."""
+    order = ["] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
+             "] Sleeping 5 seconds before crash diagnostics to let GPU activity settle."]
+    if live:
+        for r in live:
+            order += [f"] Pyspy failed (py-spy dump --native --pid {r}). Error: /bin/sh: 1: py-spy: not found\n\n",
+                      f"] Pyspy failed (py-spy dump  --pid {r}). Error: /bin/sh: 1: py-spy: not found\n\n",
+                      f"] All pyspy dump attempts failed for PID {r}."]
+        order += ["] CUDA user-triggered coredump is not enabled. Set CUDA_ENABLE_USER_TRIGGERED_COREDUMP=1 before "
+                  "CUDA initialization."]
+        order += [f"] CUDA coredump pipe not found for PID {r}: " for r in live]
+        order += ["] Waiting 60.0 seconds for CUDA coredumps before exiting."]
+    else:
+        order += ["] No live scheduler processes found; skipping py-spy and CUDA coredump."]
+    order += [f"] kill_process_tree called: parent_pid={pid}, include_parent=True, pid={pid}"]
+    at = lg.index(order[0])
+    for x in order[1:]:
+        assert x in lg[at:], (x, lg[-4000:])
+        at = lg.index(x, at)
+    assert lg.rstrip().endswith(order[-1][2:])
+
+
 def test_crash_trtllm_on_sm120(server):
+    """A rank's exception during the launch (the capture): the launch-phase SIGQUIT handler kills the tree."""
     s = server(["--tp", "2", "--moe-runner-backend", "flashinfer_trtllm", "--quantization", "modelopt_fp4"])
     rc = s.wait_exit(30)
     assert rc == -signal.SIGKILL
@@ -205,45 +326,132 @@ def test_crash_trtllm_on_sm120(server):
     assert re.search(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP[01]\] Scheduler hit an exception: Traceback \(most recent "
                      r"call last\):", lg)
     assert "in trtllm_fp4_block_scale_moe" in lg and "requires SM 10.x architecture" in lg
-    assert "Capture cuda graph begin" in lg                # first forward = capture
-    assert "Received sigquit from a child process. It usually means the child failed." in lg
-    assert "fired up" not in lg
+    assert "] Capture target decode CUDA graph begin. backend=full" in lg     # first forward = capture
+    pid = s.proc.pid
+    assert re.search(r"^\[[\d :-]+\] Received sigquit from a child process\. It usually means the child failed\.$", lg,
+                     re.M)
+    assert lg.index("Received sigquit from a child process") < lg.index(
+        f"] kill_process_tree called: parent_pid={pid}, include_parent=True, pid={pid}")
+    assert "fired up" not in lg and "Sleeping 5 seconds" not in lg
+    assert "requires SM 10.x architecture (got SM 12.0): no kernel image is available for execution on the device\n\n" \
+        in lg                                          # get_exception_traceback() ends with a newline
 
 
-def test_crash_at_first_request_without_cuda_graph(server):
-    s = server(["--moe-runner-backend", "flashinfer_trtllm", "--disable-cuda-graph"])
+def test_crash_while_serving_diagnoses_then_kills_after_65_s(server):
+    """f: an exception while serving (first request, no CUDA graph): the rank stays alive (a wedged GPU), so the
+    main process runs py-spy and the CUDA coredump step, waits 60 s, then kills its tree: 5 + 60 s after the
+    SIGQUIT (here scaled by 0.05), during which SIGTERM does nothing (the handler blocks the event loop)."""
+    s = server(["--moe-runner-backend", "flashinfer_trtllm", "--disable-cuda-graph"], env=FAST_DEATH)
+    lg = s.wait_log("Sleeping 5 seconds before crash diagnostics", 30)
+    t0 = time.time()
+    s.proc.send_signal(signal.SIGTERM)              # ignored: the loop is blocked in the SIGQUIT handler
     assert s.wait_exit(30) == -signal.SIGKILL
+    assert 2.5 < time.time() - t0 < 5.5             # 65 s * 0.05 = 3.25 s
     lg = s.log()
-    assert "Uvicorn running on" in lg and '"GET /get_model_info' in lg
-    assert "SIGQUIT received. signum=3" in lg and "It usually means one child failed." in lg
-    assert "in forward_extend" in lg and "trtllm_fp4_block_scale_moe" in lg
+    assert "Uvicorn running on" in lg and '"GET /model_info' in lg
+    assert "] Scheduler hit an exception: Traceback" in lg and "in forward_extend" in lg
+    assert "trtllm_fp4_block_scale_moe" in lg
+    live = [int(x) for x in re.findall(r"All pyspy dump attempts failed for PID (\d+)\.", lg)]
+    assert len(live) == 1
+    _running_crash_diagnostics(lg, s.proc.pid, live)
+    assert "SIGTERM received" not in lg and "Subprocess scheduler_0" not in lg
 
 
-def test_killed_variant_empty_log(server):
+def test_crash_diagnostics_follow_their_env(server, tmp_path):
+    t = write_table(tmp_path / "t.yml", [{"behaviour": "crash", "params": {"when": "after_requests",
+                                                                           "rank_exits": True}}])
+    # the failing rank exits after its SIGQUIT (as on the CPU run): no live scheduler, ~5 s
+    s = server([], table=t, env=FAST_DEATH)
+    s.wait_ready()
+    try:
+        s.request("/generate", {"text": "hi"}, timeout=10)
+    except OSError:
+        pass
+    assert s.wait_exit(20) == -signal.SIGKILL
+    _running_crash_diagnostics(s.log(), s.proc.pid, [])
+    # SGLANG_PYSPY_DUMP_BEFORE_CRASH=0 and SGLANG_CUDA_COREDUMP_BEFORE_CRASH=0: no diagnostics at all
+    s2 = server([], table=t, env={**FAST_DEATH, "SGLANG_PYSPY_DUMP_BEFORE_CRASH": "0",
+                                  "SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "false"})
+    s2.wait_ready()
+    try:
+        s2.request("/generate", {"text": "hi"}, timeout=10)
+    except OSError:
+        pass
+    assert s2.wait_exit(20) == -signal.SIGKILL
+    lg = s2.log()
+    assert "SIGQUIT received. signum=None, frame=None." in lg and "Sleeping 5 seconds" not in lg
+    assert f"kill_process_tree called: parent_pid={s2.proc.pid}, include_parent=True" in lg
+
+
+def test_killed_at_start_is_a_scheduler_death_at_launch(server):
+    """e: the schedulers SIGKILLed (the OOM killer) before ready: the main process notices at its next 5-s pipe
+    poll, kills the rest (include_parent=False), prints the RuntimeError traceback and exits with status 1."""
     s = server(["--moe-runner-backend", "flashinfer_trtllm"],
                table=os.path.join(LAB, "behaviour", "sm120-trtllm-killed.yml"))
-    assert s.wait_exit(20) == -signal.SIGKILL
-    assert s.log() == ""
+    t0 = time.time()
+    assert s.wait_exit(20) == 1
+    assert time.time() - t0 < 9
+    lg = s.log()
+    pid = s.proc.pid
+    assert "Init parallel begin" not in lg                   # killed at its start
+    tail = lg[lg.index(f"] kill_process_tree called: parent_pid={pid}, include_parent=False, pid={pid}\n"):]
+    assert tail.split("\n", 1)[1].startswith("Traceback (most recent call last):\n"
+                                             '  File "<frozen runpy>", line 198, in _run_module_as_main\n')
+    assert "sglang/srt/entrypoints/engine.py\", line 2040, in _wait_for_scheduler_ready\n" in tail
+    assert lg.rstrip().endswith(
+        "RuntimeError: Rank 0 scheduler died during initialization (exit code: -9). If exit code is -9 (SIGKILL), a "
+        "common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.")
     s2 = server(["--moe-runner-backend", "flashinfer_trtllm"], env={"LAB_SCENARIO": "killed"})
-    assert s2.wait_exit(20) == -signal.SIGKILL and s2.log() == ""
+    assert s2.wait_exit(20) == 1 and "Rank 0 scheduler died during initialization (exit code: -9)" in s2.log()
 
 
-def test_killed_during_load(server, tmp_path):
+def test_killed_during_load_and_capture(server, tmp_path):
     t = write_table(tmp_path / "t.yml", [{"behaviour": "killed", "params": {"at": "load", "delay_seconds": 0.5}}])
     s = server(["--tp", "2"], table=t)
-    assert s.wait_exit(20) == -signal.SIGKILL
+    assert s.wait_exit(20) == 1
     lg = s.log()
     assert "Load weight begin" in lg and "Load weight end" not in lg and "exception" not in lg
+    assert "RuntimeError: Rank 0 scheduler died during initialization (exit code: -9)." in lg
+    assert not _records(s)                                  # every holder gone: GPU memory freed
+    t2 = write_table(tmp_path / "t2.yml", [{"behaviour": "killed", "params": {"at": "capture", "rank": 1}}])
+    s2 = server(["--tp", "2"], table=t2)
+    assert s2.wait_exit(20) == 1
+    lg = s2.log()
+    assert " TP1] Capture target decode CUDA graph begin." in lg and " TP1] Capture target decode CUDA graph end" \
+        not in lg
+    assert "RuntimeError: Rank 1 scheduler died during initialization (exit code: -9)." in lg
+
+
+def test_killed_while_serving_dies_7_s_later(server, tmp_path):
+    """e: tp1_kill9sched.log: the subprocess watchdog (1 s), SIGQUIT, 5 s, no live scheduler, SIGKILL."""
+    t = write_table(tmp_path / "t.yml", [{"behaviour": "killed", "params": {"at": "after_requests", "requests": 1}}])
+    s = server([], table=t, env={"FAKE_SGLANG_TIME_SCALE": "0.2"})
+    s.wait_ready()
+    assert s.json("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2}})[0] == 200
+    t0 = time.time()
+    try:
+        s.request("/generate", {"text": "hi"}, timeout=10)
+    except OSError:
+        pass
+    assert s.wait_exit(20) == -signal.SIGKILL
+    assert time.time() - t0 < 2.5                           # (<= 1 + 5 s) * 0.2
+    lg = s.log()
+    sched = _pid_of(lg, "scheduler_0")
+    assert re.search(r"^\[[\d :-]+\] Subprocess scheduler_0 \(pid=%d\) crashed with exit code -9\. Triggering SIGQUIT "
+                     r"for cleanup\.\.\.$" % sched, lg, re.M)
+    assert lg.index("Subprocess scheduler_0") < lg.index("SIGQUIT received.")
+    _running_crash_diagnostics(lg, s.proc.pid, [])
+    assert "exception" not in lg
 
 
 def test_hang_in_capture(server, tmp_path):
     t = write_table(tmp_path / "t.yml", [{"behaviour": "hang", "params": {"at": "capture"}}])
     s = server([], table=t)
-    s.wait_log("Capture cuda graph begin")
+    s.wait_log("Capture target decode CUDA graph begin")
     time.sleep(1.5)
     assert s.proc.poll() is None
     lg = s.log()
-    assert "Capture cuda graph end" not in lg and "Uvicorn" not in lg
+    assert "Capture target decode CUDA graph end" not in lg and "Uvicorn" not in lg
 
 
 def test_hang_after_ready_health_times_out(server, tmp_path):
@@ -256,9 +464,33 @@ def test_hang_after_ready_health_times_out(server, tmp_path):
     except OSError:
         pass
     st, _hdrs, _body = s.request("/health", timeout=5)
-    assert st == 503
-    assert "Health check failed. Server couldn't get a response from detokenizer for last 1 seconds." in s.log()
+    assert st == 503 and s.request("/ready")[0] == 503
+    assert re.search(r"Health check failed\. Server couldn't get a response from detokenizer for last 1 seconds\. "
+                     r"tic start time: \d\d:\d\d:\d\d\. last_heartbeat time: \d\d:\d\d:\d\d$", s.log(), re.M)
     assert s.proc.poll() is None
+
+
+def test_sigterm_while_unhealthy_forces_the_exit(server, tmp_path):
+    """sigterm_watchdog: unhealthy -> "Force exiting.", the crash diagnostics (the hung scheduler is alive),
+    ShutdownReq unanswered for 15 s, the stragglers killed, exit 0 (durations scaled by 0.05)."""
+    t = write_table(tmp_path / "t.yml", [{"behaviour": "hang", "params": {"at": "after_requests", "requests": 0}}])
+    s = server([], table=t, env={"SGLANG_HEALTH_CHECK_TIMEOUT": "1", "FAKE_SGLANG_TIME_SCALE": "0.05"})
+    s.wait_ready()
+    try:
+        s.request("/generate", {"text": "hello"}, timeout=1)
+    except OSError:
+        pass
+    assert s.request("/health", timeout=5)[0] == 503
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.wait_exit(20) == 0
+    lg = s.log()
+    sched = int(re.search(r"All pyspy dump attempts failed for PID (\d+)", lg).group(1))
+    order = ["SIGTERM received. signum=None frame=None.", "Signal SIGTERM received while health check failed. Force "
+             "exiting.", "Sleeping 5 seconds before crash diagnostics", "Waiting 60.0 seconds for CUDA coredumps",
+             f"Schedulers still alive 15s after ShutdownReq, killing them before they released: [{sched}]",
+             "include_parent=False", "INFO:     Finished server process"]
+    pos = [lg.index(x) for x in order]
+    assert pos == sorted(pos), lg[-3000:]
 
 
 def test_garbage_cutedsl(server):
@@ -270,28 +502,59 @@ def test_garbage_cutedsl(server):
     assert b["text"] == "!!!!!!"
 
 
-def test_nan_dies_on_first_decode(server, tmp_path):
+def test_nan_is_silent_by_default(server, tmp_path):
+    """d: 0.5.23 samples NaN logits as token 0 without a word unless SGLANG_ENABLE_NAN_LOGITS_CHECK is set."""
     t = write_table(tmp_path / "t.yml", [{"match": {"arch": "sm120"}, "behaviour": "nan"}])
     s = server(["--tp", "2"], table=t)
+    s.wait_ready()
+    for _attempt in range(2):
+        b = s.json("/generate", {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 4}})[1]
+        assert b["text"] == "!!!!"
+    assert s.request("/health")[0] == 200 and s.proc.poll() is None
+    assert "NaN" not in s.log()
+    # SGLANG_SANITIZE_NAN_LOGITS: the one-time warning of maybe_warn_nan, still "!!!!"
+    s2 = server([], table=t, env={"SGLANG_SANITIZE_NAN_LOGITS": "1"})
+    s2.wait_ready()
+    assert s2.json("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 4}})[1]["text"] == "!!!!"
+    assert s2.log().count("] NaN detected in sampler: next_token_logits; values were sanitized before sampling.") == 1
+
+
+def test_nan_check_env_asserts_on_the_device_and_dies_like_a_crash(server, tmp_path):
+    t = write_table(tmp_path / "t.yml", [{"match": {"arch": "sm120"}, "behaviour": "nan"}])
+    s = server(["--tp", "2"], table=t, env={**FAST_DEATH, "SGLANG_ENABLE_NAN_LOGITS_CHECK": "1"})
     assert s.wait_exit(30) == -signal.SIGKILL
     lg = s.log()
-    assert "Detected errors during sampling! NaN in the logits." in lg
-    assert "ValueError: Detected errors during sampling! NaN in the logits." in lg
+    assert re.search(r"^/\S+/sglang/srt/utils/async_probe\.py:115: _assert_no_nan_kernel: block: \[0,0,0\], thread: "
+                     r"\[0,0,0\] Assertion `NaN detected! sampler: next_token_logits` failed\.$", lg, re.M)
+    assert re.search(r" TP[01]\] Scheduler hit an exception: Traceback", lg)
+    assert "torch.AcceleratorError: CUDA error: device-side assert triggered\n" in lg
+    assert "in process_batch_result_prefill\n    result.copy_done.synchronize()" in lg
     assert "fired up" not in lg
+    live = sorted(int(x) for x in re.findall(r"All pyspy dump attempts failed for PID (\d+)\.", lg))
+    assert len(live) == 2
+    _running_crash_diagnostics(lg, s.proc.pid, sorted(live, key=lambda p: lg.index(f"PID {p}.")))
+    # nan_crash: true in a rule stands for the env (tests/bench/fake_scenarios.py)
+    t2 = write_table(tmp_path / "t2.yml", [{"behaviour": "nan", "params": {"nan_crash": True}}])
+    s2 = server([], table=t2, env=FAST_DEATH)
+    assert s2.wait_exit(30) == -signal.SIGKILL
+    assert "Assertion `NaN detected! sampler: next_token_logits` failed." in s2.log()
 
 
 def test_watchdog(server, tmp_path):
     t = write_table(tmp_path / "t.yml", [{"behaviour": "watchdog", "params": {"watchdog_grace_seconds": 0.2}}])
-    s = server(["--watchdog-timeout", "1"], table=t)
+    s = server(["--watchdog-timeout", "1"], table=t, env={"FAKE_SGLANG_TIME_SCALE": "0.05"})
     assert s.wait_exit(30) == -signal.SIGKILL
     lg = s.log()
+    sched = int(re.search(r"All pyspy dump attempts failed for PID (\d+)", lg).group(1))
+    assert f"] Pyspy failed (py-spy dump --native --pid {sched}). Error: /bin/sh: 1: py-spy: not found\n" in lg
     assert "Scheduler watchdog timeout (self.watchdog_timeout=1, self.soft=False)" in lg
-    assert "It usually means one child failed." in lg
+    assert lg.index("Scheduler watchdog timeout") < lg.index("SIGQUIT received. signum=None, frame=None.")
+    _running_crash_diagnostics(lg, s.proc.pid, [sched])
 
 
 def test_die_after_ready(server, tmp_path):
     t = write_table(tmp_path / "t.yml", [{"behaviour": "die_after_ready", "params": {"requests": 2}}])
-    s = server([], table=t)
+    s = server([], table=t, env=FAST_DEATH)
     s.wait_ready()
     for _attempt in range(2):
         assert s.json("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2}})[0] == 200
@@ -300,7 +563,7 @@ def test_die_after_ready(server, tmp_path):
     except OSError:
         pass
     assert s.wait_exit(20) == -signal.SIGKILL
-    assert "SIGQUIT received." in s.log()
+    assert "SIGQUIT received." in s.log() and "Waiting 60.0 seconds for CUDA coredumps" in s.log()
 
 
 def test_ignore_sigterm(server, tmp_path):
@@ -316,7 +579,23 @@ def test_warmup_failure_kills_tree(server, tmp_path):
     t = write_table(tmp_path / "t.yml", [{"behaviour": "ready", "params": {"fail_warmup": True}}])
     s = server([], table=t)
     assert s.wait_exit(20) == -signal.SIGKILL
-    assert "Initialization failed. warmup error: Traceback (most recent call last):" in s.log()
+    lg = s.log()
+    assert ("Initialization failed. warmup error: Traceback (most recent call last):\n  File \"" in lg and
+            "/sglang/srt/entrypoints/http_server.py\", line 2501, in _execute_server_warmup\n" in lg)
+    assert "AssertionError: {\"error\": {\"message\": \"CUDA error: an illegal memory access was encountered\"}}\n\n" \
+        in lg
+    assert f"kill_process_tree called: parent_pid={s.proc.pid}, include_parent=True" in lg
+
+
+def test_sigterm_before_the_first_request_is_uvicorns(server):
+    """With --skip-server-warmup and no request yet the tokenizer manager has not taken SIGTERM over."""
+    s = server(["--skip-server-warmup"])
+    s.wait_ready()
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.wait_exit(10) == 0
+    lg = s.log()
+    assert "SIGTERM received" not in lg and "INFO:     Shutting down" in lg
+    assert lg.rstrip().endswith(f"include_parent=False, pid={s.proc.pid}")
 
 
 # --- behaviour table ----------------------------------------------------------------------------------------
@@ -375,23 +654,31 @@ def test_gpu_memory_already_held_gives_oom(server):
     assert "torch.OutOfMemoryError: CUDA out of memory." in s.log()
 
 
-def test_nan_without_crash_serves_bangs(server, tmp_path):
+def test_nan_crash_false_serves_bangs_silently(server, tmp_path):
     t = write_table(tmp_path / "t.yml", [{"behaviour": "nan", "params": {"nan_crash": False}}])
-    s = server([], table=t)
+    s = server([], table=t, env={"SGLANG_ENABLE_NAN_LOGITS_CHECK": "1"})   # the rule wins over the env
     s.wait_ready()
     b = s.json("/generate", {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 4}})[1]
-    assert b["text"] == "!!!!" and "Detected errors during sampling! NaN in the logits." in s.log()
+    assert b["text"] == "!!!!" and "NaN" not in s.log()
 
 
-def test_rank_killed_from_outside_makes_server_unhealthy(server):
-    s = server(["--tp", "2"], env={"SGLANG_HEALTH_CHECK_TIMEOUT": "1"})
+def test_rank_killed_from_outside_while_serving(server):
+    """utils/watchdog.py: a dead rank is noticed within 1 s; the live one gets py-spy'd; /health hangs."""
+    s = server(["--tp", "2"], env={"FAKE_SGLANG_TIME_SCALE": "0.1", "FAKE_SGLANG_LOAD_SECONDS": "10"})
     s.wait_ready()
-    ranks = [int(p) for p in open(f"/proc/{s.proc.pid}/task/{s.proc.pid}/children").read().split()]
+    ranks = [p for p in _children(s) if _comm(p) == "sglang::schedul"]
     os.kill(ranks[1], signal.SIGKILL)
-    time.sleep(0.3)
-    assert "Child process unexpectedly failed with exitcode=9." in s.log()
-    assert s.request("/health", timeout=5)[0] == 503
-    assert s.proc.poll() is None
+    lg = s.wait_log("Sleeping 5 seconds before crash diagnostics", 5)
+    assert (f"] Subprocess scheduler_1 (pid={ranks[1]}) crashed with exit code -9. Triggering SIGQUIT for "
+            f"cleanup...") in lg
+    try:
+        s.request("/health", timeout=0.3)
+        hung = False
+    except OSError:
+        hung = True
+    assert hung, "/health must hang while the SIGQUIT handler blocks the loop"
+    assert s.wait_exit(20) == -signal.SIGKILL
+    _running_crash_diagnostics(s.log(), s.proc.pid, [ranks[0]])
 
 
 # --- multi-node tensor parallel (two fake nodes on loopback) -------------------------------------------------
@@ -413,24 +700,26 @@ def test_multinode_tp_not_divisible_by_nnodes():
     assert r.stderr.rstrip().endswith("AssertionError: tp_size must be divisible by number of nodes")
 
 
-def test_multinode_serves_then_sigterm_of_node1_kills_node0(server):
-    from conftest import free_port
-
+def test_multinode_serves_sigterm_of_node1_waits_then_node0_stops_both(server):
     dport = free_port()
     n0 = _node(server, 0, dport)
-    n0.wait_log(" TP0] Init torch distributed begin.")
+    n0.wait_log(" TP0] Init parallel begin.")
     time.sleep(0.8)
-    assert "Init torch distributed ends" not in n0.log() and _refused(n0.port)   # waits for node 1
+    assert "Init parallel ends" not in n0.log() and _refused(n0.port)   # waits for node 1
     n1 = _node(server, 1, dport, env={"FAKE_SGLANG_LOAD_SECONDS": "1.5"})
     n1.wait_log(" TP2] Load weight begin")
     time.sleep(1.0)                                 # node 0 has loaded and captured; node 1 is still loading
-    assert " TP0] Capture cuda graph end" in n0.log() and "Load weight end" not in n1.log()
+    assert " TP0] Capture target decode CUDA graph end" in n0.log() and "Load weight end" not in n1.log()
     assert "Uvicorn running" not in n0.log() and _refused(n0.port)   # node 0 waits for every node to load
     lg0 = n0.wait_ready()
-    lg1 = n1.wait_log(f"Starting dummy health check server at 127.0.0.1:{n1.port}")
-    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] Starting dummy health check server at ", lg1, re.M)
+    lg1 = n1.wait_log(f"Dummy health check server started in background thread at 127.0.0.1:{n1.port}")
+    # nn2_node1.log: the main process's line (no rank prefix), after its ranks' start-up
+    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] Dummy health check server started in background thread "
+                     r"at 127\.0\.0\.1:\d+$", lg1, re.M)
+    assert lg1.index(" TP3] Memory pool end") < lg1.index("Dummy health check server started")
     assert " TP2] Load weight end." in lg1 and " TP3] Load weight end." in lg1
     assert " TP0]" not in lg1 and " TP1]" not in lg1 and "Loading safetensors" not in lg1 and "Uvicorn" not in lg1
+    assert "Engine startup timings" not in lg1 and "max_total_num_tokens" not in lg1
     assert " TP0] Load weight end." in lg0 and " TP1] Load weight end." in lg0 and " TP2]" not in lg0
     b = n0.json("/generate", {"text": "The capital of France is",
                               "sampling_params": {"max_new_tokens": 5, "temperature": 0}})[1]
@@ -440,33 +729,74 @@ def test_multinode_serves_then_sigterm_of_node1_kills_node0(server):
         assert (st, body) == (200, b"")
     st, _h, body = n1.request("/generate", {"text": "hi"})
     assert (st, body) == (404, b'{"detail":"Not Found"}')
-    assert n1.request("/get_model_info")[0] == 404
-    # the GPUs of each node: local 0..1
-    import fakegpu
-    for node in (n0, n1):
-        os.environ["FAKEGPU_ROOT"] = node.root
-        try:
-            recs = fakegpu.records()
-        finally:
-            del os.environ["FAKEGPU_ROOT"]
+    assert n1.request("/model_info")[0] == 404
+    # the GPUs of each node: local 0..1, named by their global rank
+    for node, names in ((n0, ["sglang::scheduler_TP0", "sglang::scheduler_TP1"]),
+                        (n1, ["sglang::scheduler_TP2", "sglang::scheduler_TP3"])):
+        recs = _records(node)
         assert sorted(int(g) for r in recs for g in r["gpus"]) == [0, 1]
+        assert sorted(r["name"] for r in recs) == names
     # a second node 1 is turned away; the pair keeps serving
     dup = _node(server, 1, dport)
     assert dup.wait_exit(20) == -signal.SIGKILL
     assert "torch.distributed.DistStoreError: node_rank 1 has already joined the store" in dup.log()
     assert n0.request("/health")[0] == 200 and n1.proc.poll() is None
-    # SIGTERM of node 1: it exits 0 at once; node 0 loses its peer and dies like a crash
+    # g: SIGTERM of node 1: it only says so and waits for rank 0's ShutdownReq; both keep serving
     n1.proc.send_signal(signal.SIGTERM)
-    assert n1.wait_exit(5) == 0
+    n1.wait_log("] SIGTERM received on node_rank 1; waiting for the rank-0 ShutdownReq broadcast to stop the "
+                "schedulers.", 5)
+    time.sleep(1.0)
+    assert n1.proc.poll() is None and n1.request("/health")[0] == 200 and n0.request("/health")[0] == 200
+    # SIGTERM of node 0: both nodes exit 0 (nn2_node0.log, nn2_node1.log)
+    n0.proc.send_signal(signal.SIGTERM)
+    assert n0.wait_exit(15) == 0
+    assert n1.wait_exit(10) == 0
+    lg0, lg1 = n0.log(), n1.log()
+    assert "Gracefully exiting... Remaining number of requests 0." in lg0 and "exception" not in lg0
+    ranks1 = [int(x) for x in re.findall(r"\] Scheduler or DataParallelController (\d+) terminated with 0$", lg1, re.M)]
+    assert len(ranks1) == 2
+    assert lg1.rstrip().endswith(f"kill_process_tree called: parent_pid={n1.proc.pid}, include_parent=False, "
+                                 f"pid={n1.proc.pid}")
+    assert "exception" not in lg1
+
+
+def test_multinode_node1_scheduler_killed(server):
+    """nn2_kill: node 1's scheduler SIGKILLed: node 1 exits 0; node 0's rank fails on the lost peer, SIGQUIT,
+    5 s, no live scheduler (every local rank's collective failed), SIGKILL (durations scaled by 0.1)."""
+    dport = free_port()
+    env = {"FAKE_SGLANG_TIME_SCALE": "0.1", "FAKE_SGLANG_LOAD_SECONDS": "3"}
+    n0 = _node(server, 0, dport, env=env)
+    n1 = _node(server, 1, dport, env=env)
+    n0.wait_ready()
+    n1.wait_log("Dummy health check server started in background thread")
+    for pid in [p for p in _children(n1) if _comm(p) == "sglang::schedul"]:
+        os.kill(pid, signal.SIGKILL)
+    assert n1.wait_exit(10) == 0
+    lg1 = n1.log()
+    assert len(re.findall(r"\] Scheduler or DataParallelController \d+ terminated with -9$", lg1, re.M)) == 2
     assert n0.wait_exit(15) == -signal.SIGKILL
     lg0 = n0.log()
     assert NCCL_REMOTE in lg0 and " TP0] Scheduler hit an exception: Traceback" in lg0
-    assert "SIGQUIT received. signum=3" in lg0
+    assert " TP1] Scheduler hit an exception: Traceback" in lg0
+    _running_crash_diagnostics(lg0, n0.proc.pid, [])
+
+
+def test_multinode_rank1_killed_at_load(server):
+    """multinode-rank1-killed: node 1's schedulers SIGKILLed while loading: node 1 reports the scheduler death
+    (exit 1), node 0 loses its peer during the launch."""
+    dport = free_port()
+    n0 = _node(server, 0, dport, env={"LAB_SCENARIO": "killed_rank1"})
+    n1 = _node(server, 1, dport, env={"LAB_SCENARIO": "killed_rank1"})
+    assert n1.wait_exit(20) == 1
+    lg1 = n1.log()
+    assert "RuntimeError: Rank 0 scheduler died during initialization (exit code: -9)." in lg1
+    assert "sglang/srt/entrypoints/engine.py\", line 1236, in _launch_subprocesses" in lg1
+    assert n0.wait_exit(15) == -signal.SIGKILL
+    lg0 = n0.log()
+    assert NCCL_REMOTE in lg0 and "Received sigquit from a child process. It usually means the child failed." in lg0
 
 
 def test_multinode_rank1_crash_takes_node0_down(server):
-    from conftest import free_port
-
     dport = free_port()
     n0 = _node(server, 0, dport, env={"LAB_SCENARIO": "crash_rank1"})
     n1 = _node(server, 1, dport, env={"LAB_SCENARIO": "crash_rank1", "FAKE_SGLANG_DEBUG": "1"})
@@ -483,8 +813,6 @@ def test_multinode_rank1_crash_takes_node0_down(server):
 
 
 def test_multinode_node0_alone_times_out(server):
-    from conftest import free_port
-
     n0 = _node(server, 0, free_port(), "--dist-timeout", "1")
     assert n0.wait_exit(15) == -signal.SIGKILL
     lg = n0.log()
@@ -494,20 +822,16 @@ def test_multinode_node0_alone_times_out(server):
 
 
 def test_multinode_node1_alone_times_out(server):
-    from conftest import free_port
-
     dport = free_port()
     n1 = _node(server, 1, dport, "--dist-timeout", "1")
     assert n1.wait_exit(15) == -signal.SIGKILL
     lg = n1.log()
     assert (f"torch.distributed.DistNetworkError: The client socket has timed out after 1000ms while trying to "
             f"connect to (127.0.0.1, {dport}).") in lg
-    assert " TP2] Scheduler hit an exception" in lg and "Starting dummy health check server" not in lg
+    assert " TP2] Scheduler hit an exception" in lg and "Dummy health check server" not in lg
 
 
 def test_multinode_dist_port_in_use(server):
-    from conftest import free_port
-
     dport = free_port()
     blocker = socket.socket()
     blocker.bind(("0.0.0.0", dport))

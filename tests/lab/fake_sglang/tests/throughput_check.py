@@ -80,7 +80,7 @@ def main() -> int:
     tmp = None
     try:
         if a.port is None:
-            from conftest import Server, write_table
+            from fakesg_helpers import Server, write_table
 
             tmp = tempfile.mkdtemp(prefix="fake-sglang-tput-")
             table = write_table(os.path.join(tmp, "t.yml"), [{"name": "tput", "behaviour": "ready", "params": {

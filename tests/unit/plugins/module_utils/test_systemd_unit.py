@@ -168,3 +168,32 @@ def test_multinode_units_of_both_ranks_parse_with_sglangs_parser(rank, tmp_path)
     ns = build_parser(DUMP['options']).parse_args(words[3:])
     assert (ns.nnodes, ns.node_rank, ns.dist_init_addr, ns.tp_size) == (2, rank, '10.77.0.11:20000', 16)
     assert ns.model_path == '/models/Qwen3.5 397B "NVFP4"' and ns.moe_runner_backend == 'flashinfer_cutlass'
+
+
+def _edited(text, edits):
+    for old, new in edits or []:
+        assert old in text, old
+        text = text.replace(old + '\n', '') if new is None else text.replace(old, new)
+    return text
+
+
+@pytest.mark.parametrize('case', CASES['unit_change'], ids=[c['name'] for c in CASES['unit_change']])
+def test_unit_change(case):
+    old = _edited(CASES['unit_base'], case.get('old_edits')) if case.get('old', '') is not None else None
+    new = _edited(CASES['unit_base'], case.get('new_edits'))
+    assert su.unit_change(old, new) == case['want']
+    assert su.only_restart_policy_changed(old, new) is (case['want'] == 'reload')
+
+
+def test_trial_unit_to_installed_unit_is_a_reload():
+    """The trial's rendered unit (Restart=no) and the installed one (on-failure, RestartSec=10) of the same
+    configuration differ by the policy only; another backend is a restart."""
+    argv = sf.build_argv(params_for('/models/my "best" model'))
+    trial = su.render_unit(argv, 'sglang', '/etc/llmserve/sglang.env')
+    installed = su.render_unit(argv, 'sglang', '/etc/llmserve/sglang.env', restart='on-failure', restart_sec=10)
+    assert trial != installed and 'RestartSec=10' in installed
+    assert su.unit_change(trial, installed) == 'reload' == su.unit_change(installed, trial)
+    assert su.unit_change(installed, installed) == 'none'
+    other = su.render_unit(sf.build_argv(dict(params_for('/models/my "best" model'), moe_runner_backend='triton')),
+                           'sglang', '/etc/llmserve/sglang.env', restart='on-failure', restart_sec=10)
+    assert su.unit_change(trial, other) == 'restart'

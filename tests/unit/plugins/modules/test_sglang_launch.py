@@ -13,6 +13,7 @@ import pytest
 from ansible_collections.llmserve.sglang.plugins.modules import sglang_launch
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
 from ansible_collections.llmserve.sglang.plugins.module_utils import systemd_unit
+from ansible_collections.llmserve.sglang.plugins.module_utils import trial
 from ansible_collections.llmserve.sglang.tests.unit.plugins.modules.utils import run_mocked
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'data')
@@ -309,3 +310,70 @@ def test_free_gpus_unbounded_wait_is_refused_before_any_change(base, monkeypatch
     result, failed, calls = run(dict(base, state='restarted', free_gpus=bad), monkeypatch, systemd)
     assert failed and 'free_gpus: timeout and stop_timeout must be more than 0' in result['msg']
     assert systemd.actions == [] and not os.path.exists(base['unit_dir'])
+
+
+# The trial's unit (Restart=no, not enabled) becomes the installed service. A change of Restart=/RestartSec= alone
+# is a daemon-reload: the process that passed the trial goes on (same InvocationID); anything else still restarts.
+INSTALL = {'state': 'started', 'enabled': True, 'restart': 'on-failure', 'restart_sec': 10}
+
+
+@pytest.mark.parametrize('name, change, want', [
+    ('policy only', {}, ['daemon-reload', 'enable']),
+    ('policy and RestartSec', {'restart_sec': 3}, ['daemon-reload', 'enable']),
+    ('policy and the backend', {'moe_runner_backend': 'triton'}, ['daemon-reload', 'enable', 'restart']),
+    ('policy and the env file', {'env': {'NCCL_P2P_LEVEL': 'NVL'}}, ['daemon-reload', 'enable', 'restart']),
+    ('policy and the key (env file only)', {'api_key': 'other'}, ['daemon-reload', 'enable', 'restart']),
+    ('policy, state restarted', {'state': 'restarted'}, ['daemon-reload', 'enable', 'restart']),
+])
+def test_installing_the_trials_unit(base, monkeypatch, name, change, want):
+    systemd = FakeSystemd()
+    trial_result, failed, dummy = run(dict(base, state='restarted', enabled=False, restart='no'), monkeypatch, systemd)
+    assert not failed and 'Restart=no' in open(trial_result['unit_path']).read()
+    trial_unit = open(trial_result['unit_path']).read()
+    systemd.actions = []
+    result, failed, dummy = run(dict(base, **dict(INSTALL, **change)), monkeypatch, systemd)
+    assert not failed, result.get('msg')
+    assert systemd.actions == want and result['actions'] == want
+    assert result['changed'] and result['unit_changed'] and result['daemon_reloaded']
+    unit = open(result['unit_path']).read()
+    assert 'Restart=on-failure\nRestartSec=%d\n' % change.get('restart_sec', 10) in unit
+    assert [open(b).read() for b in result['backup_files'] if '.service.' in b] == [trial_unit]
+    same = result['invocation_id'] == trial_result['invocation_id'] != ''
+    assert same is ('restart' not in want)
+    # the sglang_service role's check: the trial's process still serves, it is not verified again
+    outcome = {'selected': 'a', 'last_started': 'a', 'last_invocation': trial_result['invocation_id']}
+    assert trial.verified_by_trial(outcome, result) is ('restart' not in want)
+
+
+def test_restart_policy_change_of_a_stopped_unit_starts_it(base, monkeypatch):
+    systemd = FakeSystemd()
+    run(dict(base, state='present'), monkeypatch, systemd)
+    systemd.actions = []
+    result, failed, dummy = run(dict(base, **INSTALL), monkeypatch, systemd)
+    assert not failed and systemd.actions == ['daemon-reload', 'enable', 'start']
+
+
+def test_restart_policy_change_in_check_mode_and_with_free_gpus(base, monkeypatch):
+    systemd = FakeSystemdAndGpu(held_mib=20000, active=False)
+    run(dict(base, state='restarted', restart='no'), monkeypatch, systemd)
+    systemd.actions = []
+    result, failed, dummy = run(dict(base, _ansible_check_mode=True, **INSTALL), monkeypatch, systemd)
+    assert not failed and result['changed'] and result['actions'] == ['daemon-reload', 'enable'] and systemd.actions == []
+    assert 'Restart=no' in open(result['unit_path']).read()  # check mode wrote nothing
+    # free_gpus is for a start: with a reload only, nothing is stopped and no GPU holder is looked for
+    args = dict(base, free_gpus={'timeout': 0.3, 'devices': '/dev/null*'}, **INSTALL)
+    result, failed, dummy = run(args, monkeypatch, systemd)
+    assert not failed and result['actions'] == ['daemon-reload', 'enable'] and 'gpus_freed' not in result
+    assert systemd.active and not [c for c in systemd.calls if c[0].endswith('nvidia-smi')]
+
+
+@pytest.mark.parametrize('restart_sec, error', [(-1, 'restart_sec: must be 0 or more'), (0, None)])
+def test_restart_sec_bounds(base, monkeypatch, restart_sec, error):
+    systemd = FakeSystemd()
+    result, failed, dummy = run(dict(base, restart='always', restart_sec=restart_sec), monkeypatch, systemd)
+    if error:
+        assert failed and error in result['msg'] and result['errors'] == [result['errors'][0]]
+        assert result['errors'][0].startswith('restart_sec:')
+        assert systemd.actions == [] and not os.path.exists(base['unit_dir'])
+    else:
+        assert not failed and 'RestartSec=0\n' in open(result['unit_path']).read()

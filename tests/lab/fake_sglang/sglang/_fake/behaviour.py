@@ -37,11 +37,13 @@ DEFAULT_PARAMS: Dict[str, Any] = {
     "frames": None,                  # text block of frames appended after sglang's own frames
     "error": None,                   # last line, e.g. "RuntimeError: ..."
     "delay_seconds": 0.0,            # extra delay before crash/kill at the moment
+    "rank_exits": False,             # crash: the failing rank exits after its SIGQUIT (else stays, GPU wedged)
     "at": None,                      # killed/hang: start | load | capture | first_forward | after_requests
     "load_fraction": 0.5,            # killed/hang at load: how far through the shards
     "watchdog_timeout": None,        # None: --watchdog-timeout
     "watchdog_grace_seconds": 5.0,   # sleep between the watchdog log and SIGQUIT (real: 5 s)
-    "nan_crash": True,               # nan: raise (True) or warn and serve token 0 "!" (False)
+    "nan_crash": None,               # nan: None = env SGLANG_ENABLE_NAN_LOGITS_CHECK decides; True: as if set
+                                     # (device assert, dies like crash); False: as if unset (serves "!!!!")
     "fail_warmup": False,            # ready: warm-up /generate answers 500 -> "Initialization failed"
     "ignore_sigterm": False,
     "gpu_mem_fraction": None,        # None: --mem-fraction-static, else 0.85

@@ -4,7 +4,9 @@ scheduler processes where real torch.distributed does it.
 Node 0's first rank (global TP0) hosts the rendezvous store on ``0.0.0.0:PORT`` and waits for the other
 nodes; each other node's first local rank connects to ``HOST:PORT`` (retrying every 0.5 s) and says which
 node it is. Both ends keep that connection for the life of the process group and watch it: when the peer
-goes away (EOF or reset), the watching rank dies with NCCL's remote error, like a collective would.
+goes away (EOF or reset), the watching rank dies with NCCL's remote error, like a collective would; a
+graceful stop of node 0 (its main process's ShutdownReq) is broadcast instead: ``{"shutdown": true}`` to every
+other node, whose first rank then tells its main process and exits 0 (the real nodes >= 1 exit 0 then).
 The other local ranks of a node wait for their first rank through pipes (``init``: the rendezvous is done;
 ``loaded``: this rank has loaded), so every node reports ready only when all nodes have loaded.
 
@@ -12,7 +14,8 @@ Durations (``--dist-timeout``, default 600 s) are scaled by FAKE_SGLANG_TIME_SCA
 
 Wire format: one JSON object per line. Client -> store: ``{"node_rank": i, "nnodes": N, "tp_size": T}``, later
 ``{"loaded": true}``. Store -> client: ``{"go": true}`` (every node joined), ``{"ok": false, "error": "..."}``
-(rejected: duplicate node rank, other --nnodes/--tp-size, rendezvous already complete), ``{"world_ready": true}``.
+(rejected: duplicate node rank, other --nnodes/--tp-size, rendezvous already complete), ``{"world_ready": true}``,
+``{"shutdown": true}`` (node 0 stops gracefully).
 """
 from __future__ import annotations
 
@@ -80,10 +83,14 @@ class _Lines:
 
 
 class Dist:
-    """One per scheduler process when nnodes > 1. ``crash(phase, error)`` is the rank's crash path."""
+    """One per scheduler process when nnodes > 1. ``crash(phase, error)`` is the rank's crash path,
+    ``on_shutdown()`` what a node >= 1's first rank does when node 0 broadcasts its ShutdownReq."""
 
-    def __init__(self, rank: int, local: int, d: Dict[str, Any], crash: Callable[[str, str], None]):
+    def __init__(self, rank: int, local: int, d: Dict[str, Any], crash: Callable[[str, str], None],
+                 on_shutdown: Optional[Callable[[], None]] = None):
         self.rank, self.local, self.d, self.crash = rank, local, d, crash
+        self.on_shutdown = on_shutdown
+        self.shutting_down = False
         self.nnodes, self.node_rank = int(d["nnodes"]), int(d["node_rank"])
         self.local_tp, self.world = int(d["local_tp"]), int(d["world"])
         self.host, self.port, self.timeout = d["host"], d["port"], float(d["timeout"])
@@ -263,18 +270,35 @@ class Dist:
                 while not self.world_ready:
                     self.cond.wait()
 
+    # --- node 0's graceful stop ---------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Node 0's first rank got the ShutdownReq: broadcast it to the other nodes."""
+        self.shutting_down = True
+        for sock, _lines, _peer in self.peers.values():
+            try:
+                _send(sock, {"shutdown": True})
+            except OSError:
+                pass
+
     # --- watching the peer ------------------------------------------------------------------------------
     def _watch(self, node_rank: int, lines: _Lines, peer: str) -> None:
         while True:
             msg = lines.read()
             if msg is None:
                 break
+            if msg.get("shutdown") and self.node_rank >= 1:
+                self.shutting_down = True
+                if self.on_shutdown is not None:
+                    self.on_shutdown()
+                return
             with self.cond:
                 if msg.get("loaded"):
                     self.loaded.add(node_rank)
                 if msg.get("world_ready"):
                     self.world_ready = True
                 self.cond.notify_all()
+        if self.shutting_down:
+            return
         self.crash("nccl_serve" if self.serving else "nccl_launch", tracebacks.NCCL_REMOTE_ERROR.format(peer=peer))
 
 

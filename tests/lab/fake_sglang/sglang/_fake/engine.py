@@ -47,13 +47,15 @@ class Engine:
     def __init__(self, loop: asyncio.AbstractEventLoop, per_stream_tok_s: float, total_tok_s: float,
                  prefill_tok_s: float, decode_log_interval: int = 40,
                  on_forward: Optional[Callable[[Req, int], bool]] = None,
-                 on_busy: Optional[Callable[[bool], None]] = None):
+                 on_busy: Optional[Callable[[bool], None]] = None, log_prefix: str = "", cuda_graph: bool = True):
         self.loop = loop
         self.per_stream = max(0.001, float(per_stream_tok_s))
         self.total = max(0.001, float(total_tok_s))
         self.prefill = float(prefill_tok_s or 0)
         self.active: List[Req] = []
         self.pending = 0
+        self.inflight: Dict[str, Req] = {}  # the tokenizer manager's rid_to_state: admitted, not finished
+        self.last_emit = 0.0                # time.time() of the last token out (the detokenizer's heartbeat)
         self.stalled = False
         self.nan_warn: Optional[Callable[[], None]] = None
         self._handle: Optional[asyncio.TimerHandle] = None
@@ -67,6 +69,9 @@ class Engine:
         self.last_gen_throughput = 0.0
         self.on_forward = on_forward        # returns False to stall the engine (failure triggered)
         self.on_busy = on_busy
+        self.log_prefix = log_prefix        # the TP0 scheduler's: " TP0" with tp > 1, else none
+        self.cuda_graph = cuda_graph        # decode batches replay the captured graph
+        self._prefill_t = time.monotonic()
         self._busy = False
         self._idle_handle: Optional[asyncio.TimerHandle] = None
         self.total_tokens = 0
@@ -77,6 +82,7 @@ class Engine:
         if req.client:
             self.client_requests += 1
         self.pending += 1
+        self.inflight[req.rid] = req
         if self.on_forward is not None and not self.on_forward(req, self.client_requests):
             self.stall()
         if req.max_new == 0:
@@ -91,6 +97,7 @@ class Engine:
     def _join(self, req: Req) -> None:
         if req.aborted:
             self.pending -= 1
+            self.inflight.pop(req.rid, None)
             return
         self.active.append(req)
         self._joined += 1
@@ -135,10 +142,13 @@ class Engine:
             return
         self._base = t
         if self._joined:
-            if self.decode_log_interval and self._joined:
-                log.info(f"Prefill batch. #new-seq: {self._joined}, #new-token: {self._joined_tokens}, "
-                         f"#cached-token: 0, token usage: 0.00, #running-req: {len(self.active) - self._joined}, "
-                         f"#queue-req: 0, ", prefix=" TP0")
+            now = time.monotonic()
+            gap = now - self._prefill_t
+            self._prefill_t = now
+            log.info(f"Prefill batch, #new-seq: {self._joined}, #new-token: {self._joined_tokens}, "
+                     f"#cached-token: 0, token usage: 0.00, #running-req: {len(self.active) - self._joined}, "
+                     f"#queue-req: 0, #pending-token: 0, cuda graph: False, input throughput (token/s): "
+                     f"{self._joined_tokens / gap if gap > 0 else 0.0:.2f}", prefix=self.log_prefix)
             self._joined = 0
             self._joined_tokens = 0
         if self.nan_warn is not None:
@@ -148,6 +158,7 @@ class Engine:
         for r in self.active:
             if r.aborted:
                 self.pending -= 1
+                self.inflight.pop(r.rid, None)
                 continue
             i = r.n
             if r.answer.ends_at is not None and i >= r.answer.ends_at:
@@ -172,11 +183,14 @@ class Engine:
                 except Exception:               # noqa: BLE001 - a broken client must not stop the batch
                     r.aborted = True
                     self.pending -= 1
+                    self.inflight.pop(r.rid, None)
                     if not r.done.done():
                         r.done.set_result(r)
                     continue
             keep.append(r)
         self.active = keep
+        if emitted:
+            self.last_emit = time.time()
         self.total_tokens += emitted
         self._log_tokens += emitted
         self._steps += 1
@@ -184,9 +198,9 @@ class Engine:
             now = time.monotonic()
             el = now - self._log_t
             self.last_gen_throughput = self._log_tokens / el if el > 0 else 0.0
-            log.info(f"Decode batch. #running-req: {len(keep)}, #token: {sum(r.prompt_tokens + r.n for r in keep)}, "
-                     f"token usage: 0.01, cuda graph: True, gen throughput (token/s): {self.last_gen_throughput:.2f}, "
-                     f"#queue-req: 0, ", prefix=" TP0")
+            log.info(f"Decode batch, #running-req: {len(keep)}, #token: {sum(r.prompt_tokens + r.n for r in keep)}, "
+                     f"token usage: 0.01, cuda graph: {self.cuda_graph}, gen throughput (token/s): "
+                     f"{self.last_gen_throughput:.2f}, #queue-req: 0", prefix=self.log_prefix)
             self._log_t, self._log_tokens = now, 0
         if keep:
             self._schedule()
@@ -202,6 +216,8 @@ class Engine:
     def _finish(self, r: Req, reason: Dict[str, Any], emit: bool = False, tok: str = "") -> None:
         r.finish = reason
         self.pending -= 1
+        self.inflight.pop(r.rid, None)
+        self.last_emit = time.time()
         if emit and r.on_token is not None:
             try:
                 r.on_token(r, tok, True)

@@ -33,10 +33,18 @@ def _date() -> str:
 
 
 class Conn:
-    __slots__ = ("writer", "client", "closed")
+    __slots__ = ("writer", "client", "closed", "request", "logged")
 
     def __init__(self, writer: asyncio.StreamWriter, client: str):
         self.writer, self.client, self.closed = writer, client, False
+        self.request: Optional[Tuple[str, str]] = None     # (method, target) of the request being answered
+        self.logged = True
+
+    def access(self, status: int) -> None:
+        """uvicorn's access line, written when the response starts (before the client can read it)."""
+        if not self.logged and self.request is not None:
+            self.logged = True
+            log.access(self.client, self.request[0], self.request[1], status, HTTPStatus(status).phrase)
 
     def head(self, status: int, headers: List[Tuple[str, str]]) -> bytes:
         lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", f"date: {_date()}", "server: uvicorn"]
@@ -44,12 +52,14 @@ class Conn:
         return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
     def send(self, status: int, body: bytes = b"", ctype: Optional[str] = "application/json") -> None:
+        self.access(status)
         hdrs = [("content-length", str(len(body)))]
         if ctype:
             hdrs.append(("content-type", ctype))
         self.writer.write(self.head(status, hdrs) + body)
 
     def start_stream(self) -> None:
+        self.access(200)
         self.writer.write(self.head(200, [("content-type", "text/event-stream; charset=utf-8"),
                                           ("transfer-encoding", "chunked")]))
 
@@ -130,6 +140,7 @@ class HttpServer:
         path = target.split("?", 1)[0]
         app = self.app
         status = 200
+        conn.request, conn.logged = (method, target), False
         try:
             key = app.args.api_key
             if key and method != "OPTIONS" and not path.startswith("/health") and not path.startswith("/metrics"):
@@ -145,7 +156,7 @@ class HttpServer:
         except HttpError as e:
             status = e.status
             conn.send(e.status, jdump(e.body) if not isinstance(e.body, bytes) else e.body)
-        log.access(conn.client, method, target, status, HTTPStatus(status).phrase)
+        conn.access(status)
 
     def _json(self, headers: Dict[str, str], body: bytes) -> Any:
         ct = headers.get("content-type")
@@ -168,12 +179,31 @@ class HttpServer:
         conn.send(200 if ok else 503, b"", None)
         return 200 if ok else 503
 
+    async def h_ready(self, conn, method, headers, body) -> int:
+        ok = self.app.is_ready()
+        conn.send(200 if ok else 503, b"", None)
+        return 200 if ok else 503
+
+    async def h_get_model_info(self, conn, method, headers, body) -> int:
+        log.warning("Endpoint '/get_model_info' is deprecated and will be removed in a future version. "
+                    "Please use '/model_info' instead.")
+        return await self.h_model_info(conn, method, headers, body)
+
     async def h_model_info(self, conn, method, headers, body) -> int:
         conn.send(200, jdump(self.app.model_info()))
         return 200
 
+    async def h_get_server_info(self, conn, method, headers, body) -> int:
+        log.warning("Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
+                    "Please use '/server_info' instead.")
+        return await self.h_server_info(conn, method, headers, body)
+
     async def h_server_info(self, conn, method, headers, body) -> int:
         conn.send(200, jdump(self.app.server_info()))
+        return 200
+
+    async def h_freeze_gc(self, conn, method, headers, body) -> int:
+        conn.send(200, b"Garbage collection frozen.\n", "text/plain; charset=utf-8")
         return 200
 
     async def h_models(self, conn, method, headers, body) -> int:
@@ -433,8 +463,10 @@ GET, POST = ("GET",), ("POST",)
 BOTH = ("GET", "POST")
 ROUTES = {
     "/health": (GET, "h_health"), "/health_generate": (GET, "h_health"),
-    "/get_model_info": (GET, "h_model_info"), "/model_info": (GET, "h_model_info"),
-    "/get_server_info": (GET, "h_server_info"), "/server_info": (GET, "h_server_info"),
+    "/ready": (GET, "h_ready"),
+    "/get_model_info": (GET, "h_get_model_info"), "/model_info": (GET, "h_model_info"),
+    "/get_server_info": (GET, "h_get_server_info"), "/server_info": (GET, "h_server_info"),
+    "/freeze_gc": (BOTH, "h_freeze_gc"),
     "/v1/models": (GET, "h_models"),
     "/flush_cache": (BOTH, "h_flush"),
     "/metrics": (GET, "h_metrics"),

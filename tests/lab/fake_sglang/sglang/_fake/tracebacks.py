@@ -45,15 +45,39 @@ FORWARD_HEAD: List[Frame] = [
     (_RUNNER, 2680, "_forward_raw", "ret = self.forward_extend("),
     (_RUNNER, 2531, "forward_extend", "return self.model.forward("),
 ]
-SAMPLE_HEAD: List[Frame] = FORWARD_HEAD[:5] + [
-    ("sglang/srt/managers/tp_worker.py", 461, "forward_batch_generation", "next_token_ids = self.model_runner.sample("),
-    (_RUNNER, 2733, "sample", "next_token_ids = self.sampler("),
-    ("torch/nn/modules/module.py", 1775, "_wrapped_call_impl", "return self._call_impl(*args, **kwargs)"),
-    ("torch/nn/modules/module.py", 1786, "_call_impl", "return forward_call(*args, **kwargs)"),
-    ("sglang/srt/layers/sampler.py", 97, "forward", "logits = self._preprocess_logits(logits, sampling_info)"),
-    ("sglang/srt/layers/sampler.py", 81, "_preprocess_logits",
-     'raise ValueError("Detected errors during sampling! NaN in the logits.")'),
+# 0.5.23 with SGLANG_ENABLE_NAN_LOGITS_CHECK: Sampler.forward's maybe_detect_nan (utils/async_probe.py) fires a
+# Triton device assert; the error surfaces at the next sync, processing the batch's result
+_EVENT_LOOP_0523: List[Frame] = [
+    (_SCHED, 6368, "run_scheduler_process", "scheduler.run_event_loop()"),
+    (_SCHED, 2010, "run_event_loop", "dispatch_event_loop(self)"),
+    (_SCHED, 6215, "dispatch_event_loop", "return _dispatch_event_loop_once(scheduler)"),
+    (_SCHED, 6231, "_dispatch_event_loop_once", "scheduler.event_loop_overlap()"),
+    ("torch/utils/_contextlib.py", 124, "decorate_context", "return func(*args, **kwargs)"),
 ]
+NAN_ASSERT_HEAD: List[Frame] = _EVENT_LOOP_0523 + [
+    (_SCHED, 2120, "event_loop_overlap", "pop_and_process()"),
+    (_SCHED, 2071, "pop_and_process", "self.process_batch_result(tmp_batch, tmp_result)"),
+    (_SCHED, 5099, "process_batch_result", "self.batch_result_processor.process_batch_result_prefill(batch, result)"),
+    ("sglang/srt/managers/scheduler_components/batch_result_processor.py", 268, "process_batch_result_prefill",
+     "result.copy_done.synchronize()"),
+    ("torch/cuda/streams.py", 231, "synchronize", "super().synchronize()"),
+]
+NAN_MESSAGE = "NaN detected! sampler: next_token_logits"
+DEVICE_ASSERT_ERROR = (
+    "torch.AcceleratorError: CUDA error: device-side assert triggered\n"
+    "Search for `cudaErrorAssert' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html "
+    "for more information.\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+    "incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+
+
+def nan_device_assert_lines(threads: int = 4) -> List[str]:
+    """What the failed tl.device_assert of _assert_no_nan_kernel (utils/async_probe.py line 115) prints
+    from the GPU (CUDA's __assertfail format), one line per failing thread, unprefixed on stderr."""
+    return [f"{SITE}/sglang/srt/utils/async_probe.py:115: _assert_no_nan_kernel: block: [0,0,0], "
+            f"thread: [{t},0,0] Assertion `{NAN_MESSAGE}` failed.\n" for t in range(threads)]
+
 
 # multi-node: torch.distributed's TCPStore rendezvous (init_process_group) and NCCL collectives
 _C10D = "torch/distributed/distributed_c10d.py"
@@ -141,7 +165,7 @@ def expand(text: str) -> str:
 
 def build(phase: str, model_type: str, frames_text: Optional[str], error: Optional[str],
           full: Optional[str] = None) -> str:
-    """phase: load | capture | forward | sample | init | dist_init | nccl_launch | nccl_serve"""
+    """phase: load | capture | forward | nan_assert | init | dist_init | nccl_launch | nccl_serve"""
     if full:
         t = full.replace("{site}", SITE)
         return t if t.endswith("\n") else t + "\n"
@@ -149,8 +173,8 @@ def build(phase: str, model_type: str, frames_text: Optional[str], error: Option
         head = LOAD_HEAD
     elif phase == "capture":
         head = CAPTURE_HEAD + model_frames(model_type)
-    elif phase == "sample":
-        head = SAMPLE_HEAD
+    elif phase == "nan_assert":
+        head = NAN_ASSERT_HEAD
     elif phase == "init":
         head = INIT_HEAD
     elif phase == "dist_init":
@@ -162,13 +186,48 @@ def build(phase: str, model_type: str, frames_text: Optional[str], error: Option
     else:
         head = FORWARD_HEAD + model_frames(model_type)
     body = "Traceback (most recent call last):\n" + _fmt(head)
-    if frames_text and phase not in ("sample",):
+    if frames_text and phase not in ("nan_assert",):
         ft = expand(frames_text)
         body += ft if ft.endswith("\n") else ft + "\n"
     if not error:
-        error = ("ValueError: Detected errors during sampling! NaN in the logits." if phase == "sample" else
+        error = (DEVICE_ASSERT_ERROR if phase == "nan_assert" else
                  "RuntimeError: CUDA error: an illegal instruction was encountered\n"
                  "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
                  "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
                  "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
     return body + error.rstrip("\n") + "\n"
+
+
+# --- the main process ---------------------------------------------------------------------------------
+def scheduler_died(local_rank: int, code, node_rank: int = 0) -> str:
+    """The uncaught RuntimeError of a scheduler that died during the launch (entrypoints/engine.py
+    _wait_for_scheduler_ready's poll-timeout path, line 2040), as Python 3.11 prints it. ``local_rank``: the
+    index among this node's schedulers, as the real one counts."""
+    frames: List[Frame] = [
+        ("sglang/launch_server.py", 84, "<module>", "run_server(server_args)"),
+        ("sglang/launch_server.py", 67, "run_server", "launch_server(server_args)"),
+        ("sglang/srt/entrypoints/http_server.py", 3156, "launch_server", ") = Engine._launch_subprocesses("),
+        ("sglang/srt/entrypoints/engine.py", 1236 if node_rank >= 1 else 1350, "_launch_subprocesses",
+         "scheduler_init_result.wait_for_ready()"),
+        ("sglang/srt/entrypoints/engine.py", 995, "wait_for_ready",
+         "infos = _wait_for_scheduler_ready(scheduler_pipe_readers, scheduler_procs)"),
+        ("sglang/srt/entrypoints/engine.py", 2040, "_wait_for_scheduler_ready",
+         "raise _scheduler_died_error(j, scheduler_procs[j])"),
+    ]
+    return ("Traceback (most recent call last):\n"
+            '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+            '  File "<frozen runpy>", line 88, in _run_code\n' + _fmt(frames) +
+            f"RuntimeError: Rank {local_rank} scheduler died during initialization (exit code: {code}). "
+            "If exit code is -9 (SIGKILL), a common cause is the OS OOM killer. "
+            "Run `dmesg -T | grep -i oom` to check.\n")
+
+
+def warmup_failed(error: str, model_info: bool = False) -> str:
+    """get_exception_traceback() of _execute_server_warmup's failed assert (entrypoints/http_server.py): on the
+    warm-up request (line 2501), or on the last of the 120 /model_info polls (line 2376); ends with an empty
+    line, like the real. ``error``: the exception line."""
+    frame = (("sglang/srt/entrypoints/http_server.py", 2376, "_execute_server_warmup",
+              'assert res.status_code == 200, f"{res=}, {res.text=}"') if model_info else
+             ("sglang/srt/entrypoints/http_server.py", 2501, "_execute_server_warmup",
+              'assert res.status_code == 200, f"{res.text}"'))
+    return "Traceback (most recent call last):\n" + _fmt([frame]) + error.rstrip("\n") + "\n"

@@ -165,7 +165,7 @@ def _hang(why):
 def _gpu_error(params):
     """The GPU kernel's exception, raised from inside the real call (its text from the table)."""
     msg = str(params.get("error") or "RuntimeError: CUDA error: an illegal memory access was encountered")
-    first, _, rest = msg.partition(":")
+    first, _sep, rest = msg.partition(":")
     text = rest.strip() if first.strip() in ("RuntimeError", "torch.AcceleratorError") else msg
     return RuntimeError(text)
 
