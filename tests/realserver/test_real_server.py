@@ -186,10 +186,12 @@ def test_installed_service_restarts_on_failure(lab):  # pylint: disable=unused-a
     deadline = time.time() + 400
     after = {}
     while time.time() < deadline:
-        after = dict(line.split("=", 1) for line in ssh("gpu01", "systemctl show sglang.service -p NRestarts "
-                                                                  "-p MainPID -p ActiveState").split())
-        if int(after.get("NRestarts", 0)) > int(props["NRestarts"]) and "ready to roll" in ssh(
-                "gpu01", "journalctl -u sglang.service --no-pager -o cat --since '-5min' | tail -n 40"):
+        now = ssh("gpu01", "systemctl show sglang.service -p NRestarts -p MainPID -p InvocationID")
+        after = dict(line.split("=", 1) for line in now.split())
+        restarted = int(after.get("NRestarts", 0)) > int(props["NRestarts"])
+        # the new invocation's own lines only
+        log = ssh("gpu01", "journalctl _SYSTEMD_INVOCATION_ID=%s --no-pager -o cat" % after.get("InvocationID"))
+        if restarted and "ready to roll" in log:
             break
         time.sleep(5)
     assert int(after.get("NRestarts", 0)) == int(props["NRestarts"]) + 1, after

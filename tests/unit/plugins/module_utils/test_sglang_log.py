@@ -24,7 +24,8 @@ def case_lines(case):
     """The case's lines: its block, or a real log file (up to the first line that contains ``upto``)."""
     if 'file' in case:
         with io.open(os.path.join(DATA, case['file']), encoding='utf-8', errors='replace') as f:
-            lines = f.read().split('\n')
+            # the files keep LF line endings only: a carriage return of the real output (a tqdm bar) is written \r
+            lines = f.read().replace('\\r', '\r').split('\n')
     else:
         lines = case['lines'].split('\n')
     if case.get('upto'):
