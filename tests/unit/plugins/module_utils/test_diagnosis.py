@@ -126,20 +126,6 @@ def test_flag_table_forms():
         diagnosis.flag_table('not json')
 
 
-def test_the_filter_passes_the_flag_table():
-    from ansible.errors import AnsibleFilterError
-    from ansible_collections.llmserve.sglang.plugins.filter import diagnose as diagnose_filter
-    case = [c for c in CASES['cases'] if c['name'].startswith('hang after load, advice for sglang 0.5.23')][0]
-    with open(DUMP, encoding='utf-8') as f:
-        options = json.dumps(sglang_flags.compact_options(json.load(f)['options']))
-    d = diagnose_filter.diagnose(case['entry'], TABLE, results=case['results'], arch='sm120', flags=options,
-                                 sglang_version='0.5.23')
-    assert '--cuda-graph-backend-decode=disabled' in d['next_step'] and d['flag_notes']
-    assert 'flag_notes' not in diagnose_filter.diagnose(case['entry'], TABLE, results=case['results'])
-    with pytest.raises(AnsibleFilterError):
-        diagnose_filter.diagnose(case['entry'], TABLE, flags=42)
-
-
 def test_context_reads_the_dead_child():
     ctx = diagnosis.context({'reason': 'killed'}, [{'status': 'killed', 'signal': None,
                                                     'child_exit': {'name': 'scheduler_0', 'exit_code': -9, 'signal': 9}}])
