@@ -226,6 +226,9 @@ def test_silent_working_load_is_not_a_hang(lab):  # pylint: disable=unused-argum
              "sglang_candidates": [{"name": "silent-load", "moe_runner_backend": "flashinfer_cutlass",
                                     "fp4_gemm_backend": "flashinfer_cudnn", "env": {"LAB_SCENARIO": "silent-load"},
                                     "force": True}]}
+    # from a host that serves nothing (whatever the tests before left), so that the candidate is tried
+    rc, out, _reports = playbook("cleanup", {}, limit="gpu01")
+    assert rc == 0, out[-3000:]
     rc, out, reports = playbook("deploy", extra, limit="gpu01")
     assert rc == 0, out[-4000:]
     cand = by_name(reports["gpu01"])["silent-load"]
