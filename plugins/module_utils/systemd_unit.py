@@ -216,8 +216,10 @@ def parse_exec_start(value, env=None, specifiers=None):
     return substitute_env(words, env or {})
 
 
-def read_unit_value(unit_text, key, section='Service'):
-    """The value of ``key`` in ``[section]`` with continuations joined (first occurrence)."""
+def _logical_lines(unit_text):
+    """Yield ``(section, line)`` for each logical line of a unit file, in order: a line ending in a backslash is
+    joined with the next (newline kept), a comment never continues (systemd.syntax(7)); a section header yields its
+    own section."""
     current = None
     lines = unit_text.split('\n')
     i = 0
@@ -225,21 +227,27 @@ def read_unit_value(unit_text, key, section='Service'):
         line = lines[i]
         i += 1
         stripped = line.strip()
+        if stripped.startswith('#') or stripped.startswith(';'):
+            yield current, line
+            continue
+        while line.endswith('\\') and i < len(lines):
+            line = line + '\n' + lines[i]
+            i += 1
         if stripped.startswith('[') and stripped.endswith(']'):
             current = stripped[1:-1]
-            continue
-        if current != section or not stripped or stripped[0] in '#;':
-            continue
-        if '=' not in stripped:
+        yield current, line
+
+
+def read_unit_value(unit_text, key, section='Service'):
+    """The value of ``key`` in ``[section]`` with continuations joined (first occurrence)."""
+    for current, line in _logical_lines(unit_text):
+        stripped = line.lstrip()
+        if current != section or not stripped or stripped[0] in '#;[' or '=' not in stripped:
             continue
         name, dummy, value = stripped.partition('=')
-        if name.strip() != key:
-            continue
-        value = value.lstrip()
-        while value.endswith('\\') and i < len(lines):
-            value = value + '\n' + lines[i]
-            i += 1
-        return value
+        if name.strip() == key:
+            value = value.lstrip()
+            return value if '\n' in value else value.rstrip()
     return None
 
 
@@ -391,22 +399,10 @@ def _settings_but(unit_text, skip, section='Service'):
     """The unit's logical lines (continuations joined, comments and blank lines kept, in order), without the
     ``skip`` settings of ``[section]``."""
     out = []
-    current = None
-    lines = unit_text.split('\n')
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
+    for current, line in _logical_lines(unit_text):
         stripped = line.strip()
-        if stripped.startswith('#') or stripped.startswith(';'):
-            out.append(line)  # systemd.syntax(7): a comment does not continue
-            continue
-        while line.endswith('\\') and i < len(lines):
-            line = line + '\n' + lines[i]
-            i += 1
-        if stripped.startswith('[') and stripped.endswith(']'):
-            current = stripped[1:-1]
-        elif current == section and stripped.partition('=')[0].strip() in skip and '=' in stripped:
+        if (current == section and stripped[:1] not in ('#', ';', '[') and '=' in stripped
+                and stripped.partition('=')[0].strip() in skip):
             continue
         out.append(line)
     return out
