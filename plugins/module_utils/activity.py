@@ -19,6 +19,8 @@ __metaclass__ = type
 
 import os
 
+from ansible_collections.llmserve.sglang.plugins.module_utils.gpu_holders import parse_stat, read_text
+
 # a server counts as working when, between two samples, it used at least this share of one CPU core ...
 MIN_CPU_SHARE = 0.05
 # ... or read at least this many bytes (weights from disk or page cache)
@@ -53,15 +55,6 @@ def parse_io_stat(text):
     return total
 
 
-def parse_proc_stat(text):
-    """``(ppid, cpu_ticks)`` from a /proc/PID/stat line (utime + stime), or None."""
-    try:
-        rest = text[text.rindex(')') + 2:].split()
-        return int(rest[1]), int(rest[11]) + int(rest[12])
-    except (ValueError, IndexError):
-        return None
-
-
 def parse_proc_io(text):
     """``rchar`` (bytes read through any read call, page cache included) of /proc/PID/io, or 0."""
     for line in (text or '').splitlines():
@@ -74,23 +67,15 @@ def parse_proc_io(text):
     return 0
 
 
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read()
-    except (IOError, OSError):
-        return None
-
-
 def cgroup_usage(control_group, root='/sys/fs/cgroup'):
     """``(cpu_seconds, read_bytes)`` of a cgroup v2 path as systemd names it (``/system.slice/x.service``)."""
     if not control_group:
         return None
     base = os.path.join(root, control_group.lstrip('/'))
-    cpu = parse_cpu_stat(_read(os.path.join(base, 'cpu.stat')))
+    cpu = parse_cpu_stat(read_text(os.path.join(base, 'cpu.stat')))
     if cpu is None:
         return None
-    return cpu, parse_io_stat(_read(os.path.join(base, 'io.stat')))
+    return cpu, parse_io_stat(read_text(os.path.join(base, 'io.stat')))
 
 
 def tree_usage(pid, proc='/proc'):
@@ -105,9 +90,9 @@ def tree_usage(pid, proc='/proc'):
     for name in names:
         if not name.isdigit():
             continue
-        st = parse_proc_stat(_read(os.path.join(proc, name, 'stat')) or '')
+        st = parse_stat(read_text(os.path.join(proc, name, 'stat')))
         if st is not None:
-            stats[int(name)] = st
+            stats[int(name)] = (st['ppid'], st['cpu_ticks'])
     if pid not in stats:
         return None
     children = {}
@@ -117,7 +102,7 @@ def tree_usage(pid, proc='/proc'):
     while todo:
         p = todo.pop()
         ticks += stats[p][1]
-        rbytes += parse_proc_io(_read(os.path.join(proc, str(p), 'io')))
+        rbytes += parse_proc_io(read_text(os.path.join(proc, str(p), 'io')))
         todo.extend(children.get(p, ()))
     try:
         hz = float(os.sysconf('SC_CLK_TCK'))

@@ -126,7 +126,9 @@ def nspid_from_status(text):
 
 
 def parse_stat(text):
-    """``/proc/<pid>/stat`` -> dict(comm, state, ppid, starttime). comm may contain spaces and parens."""
+    """``/proc/<pid>/stat`` -> dict(comm, state, ppid, starttime, cpu_ticks). comm may contain spaces and parens.
+
+    ``cpu_ticks``: utime + stime, in clock ticks."""
     if not text:
         return None
     left = text.find('(')
@@ -136,7 +138,8 @@ def parse_stat(text):
     fields = text[right + 2:].split()
     if len(fields) < 20:
         return None
-    return {'comm': text[left + 1:right], 'state': fields[0], 'ppid': int(fields[1]), 'starttime': int(fields[19])}
+    return {'comm': text[left + 1:right], 'state': fields[0], 'ppid': int(fields[1]), 'starttime': int(fields[19]),
+            'cpu_ticks': int(fields[11]) + int(fields[12])}
 
 
 # ---------------------------------------------------------------- /proc readers

@@ -13,17 +13,15 @@ Run as root (the lab): ``make compat``.
 
 from __future__ import absolute_import, division, print_function
 
-import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lab"))
-from labsession import lab_session  # noqa: E402  pylint: disable=wrong-import-position
+from labsession import lab_session, recap, run_playbook  # noqa: E402  pylint: disable=wrong-import-position
 
 CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("COMPAT_ANSIBLE_BIN", os.path.join(CHECKOUT, ".venv-compat", "bin"))
@@ -45,26 +43,7 @@ def core_version():
 
 
 def deploy():
-    report_dir = tempfile.mkdtemp(prefix="llmserve-compat-")
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(CHECKOUT, ".tmp", "collections"),
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
-    cp = subprocess.run([os.path.join(BIN, "ansible-playbook"), "playbooks/deploy.yml", "-i", "inventories/lab",
-                         "-e", "sglang_report_dir=" + report_dir], cwd=CHECKOUT, env=env, capture_output=True,
-                        text=True, timeout=600, check=False)
-    reports = {}
-    for name in sorted(os.listdir(report_dir)):
-        if name.endswith(".json"):
-            with open(os.path.join(report_dir, name), encoding="utf-8") as handle:
-                reports[name[:-5]] = json.load(handle)
-    return cp.returncode, cp.stdout + cp.stderr, reports
-
-
-def recap(out):
-    """PLAY RECAP -> {host: {'ok': n, 'changed': n, 'failed': n, ...}}."""
-    hosts = {}
-    for host, fields in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", out, re.M):
-        hosts[host] = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", fields))
-    return hosts
+    return run_playbook("deploy", bin_dir=BIN)
 
 
 def test_deploy_with_the_oldest_core(lab):  # pylint: disable=unused-argument,redefined-outer-name

@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lab"))
-from labsession import lab_session  # noqa: E402  pylint: disable=wrong-import-position
+from labsession import lab_session, recap, run_playbook  # noqa: E402  pylint: disable=wrong-import-position
 
 CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VARS = os.path.join(CHECKOUT, "tests", "realserver", "vars.yml")
@@ -51,30 +51,11 @@ def ssh(host, command, timeout=60):
 
 
 def playbook(name, extra, limit=None, timeout=1500):
-    report_dir = tempfile.mkdtemp(prefix="llmserve-real-")
     fd, varfile = tempfile.mkstemp(suffix=".yml")
     with os.fdopen(fd, "w") as handle:
-        yaml.safe_dump(dict(extra, sglang_report_dir=report_dir), handle)
-    argv = [os.path.join(BIN, "ansible-playbook"), "playbooks/%s.yml" % name, "-i", "inventories/lab",
-            "-e", "@" + VARS, "-e", "@" + varfile]
-    if limit:
-        argv += ["-l", limit]
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(CHECKOUT, ".tmp", "collections"),
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    cp = subprocess.run(argv, cwd=CHECKOUT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    reports = {}
-    for fname in sorted(os.listdir(report_dir)):
-        if fname.endswith(".json"):
-            with open(os.path.join(report_dir, fname), encoding="utf-8") as handle:
-                reports[fname[:-5]] = json.load(handle)
-    return cp.returncode, cp.stdout + cp.stderr, reports
-
-
-def recap(out):
-    hosts = {}
-    for host, fields in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", out, re.M):
-        hosts[host] = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", fields))
-    return hosts
+        yaml.safe_dump(extra, handle)
+    args = ["-e", "@" + VARS, "-e", "@" + varfile] + (["-l", limit] if limit else [])
+    return run_playbook(name, args, bin_dir=BIN, timeout=timeout)
 
 
 def by_name(report):

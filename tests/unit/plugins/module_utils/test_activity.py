@@ -8,6 +8,7 @@ import os
 import pytest
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import activity
+from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
 
 
 @pytest.mark.parametrize('text, want', [
@@ -26,10 +27,11 @@ def test_parse_io_stat_sums_devices():
     assert activity.parse_io_stat('') == 0
 
 
-def test_parse_proc_stat_with_spaces_in_comm():
+def test_cpu_ticks_from_the_shared_stat_parser():
     line = '4242 (sglang::schedul er) S 4200 4242 4242 0 -1 4194560 1 0 0 0 150 25 0 0 20 0 1 0 99 0 0'
-    assert activity.parse_proc_stat(line) == (4200, 175)
-    assert activity.parse_proc_stat('garbage') is None
+    st = gpu_holders.parse_stat(line)
+    assert (st['ppid'], st['cpu_ticks'], st['comm']) == (4200, 175, 'sglang::schedul er')
+    assert gpu_holders.parse_stat('garbage') is None
 
 
 def test_parse_proc_io():
