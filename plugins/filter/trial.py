@@ -28,6 +28,14 @@ def trial_verified(outcome, install, check_mode=False):
     return trial.verified_by_trial(outcome, install, check_mode)
 
 
+def trial_check_mode(by_name, planned):
+    return trial.check_mode_results(by_name, planned)
+
+
+def fallback_used(results, selected, final_state):
+    return trial.fallback_used(results, selected, final_state)
+
+
 def systemctl_show(text):
     return trial.parse_systemctl_show(text)
 
@@ -40,4 +48,6 @@ class FilterModule(object):
             'trial_select': trial_select,
             'trial_verified': trial_verified,
             'systemctl_show': systemctl_show,
+            'trial_check_mode': trial_check_mode,
+            'fallback_used': fallback_used,
         }

@@ -312,3 +312,53 @@ def merge_record(record, fingerprint, gpu, sglang_version, results, selected, no
         rec['selected'] = {'name': selected.get('name'), 'config_key': selected.get('config_key'),
                            'fingerprint': fingerprint, 'sglang_version': sglang_version, 'time': now}
     return rec
+
+
+def _last_entry(record, fingerprint, sglang_version, key):
+    found = None
+    for entry in (record or {}).get('entries', []):
+        if (entry.get('fingerprint') == fingerprint and entry.get('sglang_version') == sglang_version
+                and entry.get('config_key') == key):
+            found = entry
+    return found
+
+
+def reuse_check(plan, record, fingerprint, sglang_version, selection='first_ready'):
+    """May the configuration that serves now be kept without a trial?
+
+    -> ``{'recorded': name or None, 'blocked_by': [{'name', 'why'}]}``. ``recorded`` is the plan entry the record says
+    serves on this host (same GPUs and SGLang version) when it is still planned; ``blocked_by`` lists the planned
+    candidates that must be tried first, each with why: a candidate ahead of it (with ``first_ready``; any other one
+    with ``fastest``) that this host never tried with these GPUs and this SGLang, or that was ready before (the user
+    moved it up), or one marked ``force``. Candidates that failed here before are already skipped ``known_bad`` by
+    the plan. Reuse is allowed only when ``recorded`` is set and ``blocked_by`` is empty.
+    """
+    selected = (record or {}).get('selected') or {}
+    out = {'recorded': None, 'blocked_by': []}
+    if (not selected or selected.get('fingerprint') != fingerprint
+            or selected.get('sglang_version') != sglang_version):
+        return out
+    planned = [e for e in plan or [] if e.get('outcome') == 'planned']
+    position = None
+    for index, entry in enumerate(planned):
+        if entry.get('config_key') == selected.get('config_key'):
+            position = index
+            break
+    if position is None:
+        return out
+    out['recorded'] = planned[position]['name']
+    others = planned[:position] if selection != 'fastest' else planned[:position] + planned[position + 1:]
+    for entry in others:
+        last = _last_entry(record, fingerprint, sglang_version, entry.get('config_key'))
+        if entry.get('force'):
+            why = 'marked force: true'
+        elif last is None:
+            why = 'never tried on this host with these GPUs and sglang %s' % sglang_version
+        elif selection == 'fastest' and last.get('outcome') == 'ready':
+            continue  # measured before: the serving one was the fastest of them
+        elif last.get('outcome') == 'ready':
+            why = 'ready here before (%s) and now ahead of %s' % (last.get('time'), out['recorded'])
+        else:
+            why = 'last outcome here %s' % last.get('outcome')
+        out['blocked_by'].append({'name': entry['name'], 'why': why})
+    return out

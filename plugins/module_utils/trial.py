@@ -153,3 +153,37 @@ def parse_systemctl_show(text):
         if sep:
             out[key.strip()] = value.strip()
     return out
+
+
+def check_mode_results(by_name, planned):
+    """Check mode: the report entries with each planned candidate marked with the position a run would try it at.
+
+    ``planned``: the host's planned plan entries in order. Nothing was started, so nothing is ready or failed:
+    each stays ``skipped``, with reason ``check_mode`` and ``would_try`` = 1, 2, ...
+    """
+    out = dict((name, dict(entry)) for name, entry in (by_name or {}).items())
+    for position, entry in enumerate(planned or [], 1):
+        result = out.get(entry.get('name'))
+        if result is None or result.get('outcome') != 'skipped' or result.get('reason') != 'not_needed':
+            continue
+        result.update(reason='check_mode', would_try=position,
+                      evidence='would be tried %s%s (check mode: nothing was started)'
+                               % ('first' if position == 1 else 'at position %d' % position,
+                                  ', the fallback' if entry.get('known_good') else ''))
+    return out
+
+
+def fallback_used(results, selected, final_state):
+    """Whether the known-good configuration serves because a candidate before it was tried in this run and failed.
+
+    False when it was kept without a trial (``reused``), when the user's candidates were all skipped by the plan
+    (arch, flags, the record) and when something else serves.
+    """
+    if final_state != 'serving' or not selected:
+        return False
+    results = list(results or [])
+    chosen = [r for r in results if r.get('name') == selected]
+    if not chosen or not chosen[0].get('known_good') or chosen[0].get('reused'):
+        return False
+    before = results[:results.index(chosen[0])]
+    return any(r.get('outcome') == 'failed' and not r.get('known_good') for r in before)

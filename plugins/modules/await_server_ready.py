@@ -31,6 +31,7 @@ author:
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
+  - llmserve.sglang.redact
 options:
   service_name:
     description:
@@ -346,6 +347,7 @@ import threading
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import activity
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log
 from ansible_collections.llmserve.sglang.plugins.module_utils.logsource import FileLog, JournalLog
@@ -726,6 +728,7 @@ def wait(module, p, watch, log, probe, state, check_mode=False, clock=time.time,
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            redact.argument_spec(),
             service_name=dict(type='str'),
             log_path=dict(type='path'),
             pid=dict(type='int'),
@@ -761,6 +764,7 @@ def main():
         supports_check_mode=True,
     )
     p = dict(module.params)
+    redact.guard(module)
     p.update(TIMING)
     if p['poll_interval'] <= 0 or p['poll_interval'] > 1:
         module.fail_json(msg='poll_interval must be in (0, 1] seconds, got %s' % p['poll_interval'])

@@ -29,6 +29,7 @@ author:
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
+  - llmserve.sglang.redact
   - llmserve.sglang.attributes.nvidia_smi
 attributes:
   check_mode:
@@ -202,6 +203,7 @@ sources_used:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_free
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
 
@@ -209,6 +211,7 @@ from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
 def main():
     module = AnsibleModule(
         argument_spec=gpu_free.argument_spec(
+            redact_values=redact.argument_spec()['redact_values'],
             vmid=dict(type='int'),
             gpus=dict(type='list', elements='int'),
             stop_unit=dict(type='str'),
@@ -216,6 +219,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    redact.guard(module)
     bounds = gpu_free.bounds_error(p)
     if bounds:
         module.fail_json(msg=bounds)

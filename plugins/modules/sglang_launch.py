@@ -26,6 +26,7 @@ author:
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
+  - llmserve.sglang.redact
 attributes:
   check_mode:
     support: full
@@ -413,6 +414,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_free
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
@@ -497,6 +499,7 @@ def fail_errors(module, errors, **kwargs):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            redact.argument_spec(),
             service_name=dict(type='str', required=True),
             state=dict(type='str', default='started', choices=['started', 'stopped', 'restarted', 'present', 'absent']),
             enabled=dict(type='bool'),
@@ -542,6 +545,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    redact.guard(module)
     name = p['service_name']
     unit_name = '%s.service' % name
     unit_path = os.path.join(p['unit_dir'], unit_name)

@@ -97,6 +97,15 @@ options:
         program stops the deploy before any change. A port out of 1-65535 is not looked up (nothing listens there).
     type: int
     version_added: 0.2.0
+  selection:
+    description:
+      - How the deploy chooses among ready candidates (the public C(sglang_selection)). It decides which candidates
+        must be tried before the configuration that serves now may be kept without a trial (RV(reuse)):
+        with V(first_ready) the planned candidates ahead of it, with V(fastest) every other planned candidate.
+    type: str
+    choices: [first_ready, fastest]
+    default: first_ready
+    version_added: 0.2.0
 '''
 
 EXAMPLES = r'''
@@ -169,6 +178,17 @@ planned:
   returned: success
   type: list
   elements: str
+reuse:
+  description:
+    - Whether the configuration that serves now may be kept without a trial.
+    - V(recorded) is the planned candidate the record says serves on this host with these GPUs and this SGLang version
+      (V(null) when none does), V(blocked_by) the planned candidates that must be tried first, each with V(why): one
+      ahead of it (any other one with O(selection=fastest)) that this host never tried with these GPUs and this SGLang,
+      that was ready before and is now ahead of it, or that is marked C(force). Keep it only when V(recorded) is set
+      and V(blocked_by) is empty.
+  returned: success
+  type: dict
+  sample: {recorded: known-good, blocked_by: [{name: triton-moe, why: "never tried on this host with these GPUs and sglang 0.5.23"}]}
 unit_state:
   description: C(systemctl show) of the unit (V(LoadState), V(ActiveState), V(UnitFileState), V(FragmentPath)).
   returned: when O(service_name) is set
@@ -274,6 +294,7 @@ def main():
             record_path=dict(type='path', required=True),
             service_name=dict(type='str'),
             port=dict(type='int'),
+            selection=dict(type='str', default='first_ready', choices=['first_ready', 'fastest']),
         ),
         supports_check_mode=True,
     )
@@ -306,8 +327,9 @@ def main():
     if kg and kg[0]['outcome'] == 'skipped' and kg[0]['reason'] == 'unknown_flag':
         module.fail_json(msg='sglang_known_good: the installed sglang %s does not accept it: %s; fix sglang_known_good '
                              'or sglang_extra_args' % (p['sglang_version'], kg[0]['evidence']), plan=result)
-    module.exit_json(changed=False, plan=result, record=record,
-                     fingerprint=planlib.gpu_fingerprint(p['gpu']),
+    fingerprint = planlib.gpu_fingerprint(p['gpu'])
+    module.exit_json(changed=False, plan=result, record=record, fingerprint=fingerprint,
+                     reuse=planlib.reuse_check(result, record, fingerprint, p['sglang_version'], p['selection']),
                      planned=[c['name'] for c in result if c['outcome'] == 'planned'],
                      **read_host(module, p['service_name'], p['port']))
 

@@ -23,6 +23,7 @@ author:
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
+  - llmserve.sglang.redact
 options:
   host:
     description: Address of the server.
@@ -261,6 +262,7 @@ benchmark:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http as sghttp
 from ansible_collections.llmserve.sglang.plugins.module_utils import loadgen
@@ -302,6 +304,7 @@ def main():
     )
     module = AnsibleModule(
         argument_spec=dict(
+            redact.argument_spec(),
             host=dict(type='str', default='127.0.0.1'),
             port=dict(type='int', default=30000),
             scheme=dict(type='str', default='http', choices=['http', 'https']),
@@ -316,6 +319,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    redact.guard(module)
     try:
         prompts = [smoke.normalize_prompt(x, i) for i, x in enumerate(p['prompts'] or smoke.DEFAULT_PROMPTS)]
     except ValueError as e:

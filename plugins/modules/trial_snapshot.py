@@ -26,6 +26,7 @@ author:
 extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
+  - llmserve.sglang.redact
 attributes:
   check_mode:
     support: full
@@ -90,12 +91,14 @@ marker:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import snapshot
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
+            redact.argument_spec(),
             dir=dict(type='path', required=True),
             files=dict(type='dict', required=True),
             state=dict(type='dict', default={}),
@@ -103,6 +106,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    redact.guard(module)
     try:
         result = snapshot.take(p['dir'], dict((k, str(v)) for k, v in p['files'].items()), p['state'],
                                check_mode=module.check_mode)

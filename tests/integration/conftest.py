@@ -70,9 +70,11 @@ def snapshot(host):
     return ssh(host, SNAPSHOT).stdout
 
 
-def deploy(extra_vars=None, limit=None, args=(), timeout=400, report_dir=None, inventory=None):
-    """ansible-playbook playbooks/deploy.yml -i inventories/lab -e @vars.json; -> (rc, output, reports dict)."""
-    data = dict(BASE_VARS)
+def deploy(extra_vars=None, limit=None, args=(), timeout=400, report_dir=None, inventory=None, drop=()):
+    """ansible-playbook playbooks/deploy.yml -i inventories/lab -e @vars.json; -> (rc, output, reports dict).
+
+    ``drop``: baseline variables not to pass (extra vars win over an inventory's host_vars)."""
+    data = dict((k, v) for k, v in BASE_VARS.items() if k not in drop)
     data.update(extra_vars or {})
     report_dir = report_dir or tempfile.mkdtemp(prefix="llmserve-it-")
     data.setdefault("sglang_report_dir", report_dir)
@@ -94,6 +96,18 @@ def deploy(extra_vars=None, limit=None, args=(), timeout=400, report_dir=None, i
             with open(os.path.join(report_dir, name), encoding="utf-8") as handle:
                 reports[name[:-5]] = json.load(handle)
     return cp.returncode, cp.stdout + cp.stderr, reports
+
+
+def lab_inventory(host_vars):
+    """A copy of inventories/lab with ``host_vars`` ({host: {var: value}}) added; -> its directory."""
+    import shutil  # pylint: disable=import-outside-toplevel
+    path = tempfile.mkdtemp(prefix="llmserve-it-inv-")
+    shutil.copytree(os.path.join(CHECKOUT, "inventories", "lab"), os.path.join(path, "lab"))
+    os.makedirs(os.path.join(path, "lab", "host_vars"), exist_ok=True)
+    for host, values in host_vars.items():
+        with open(os.path.join(path, "lab", "host_vars", host + ".yml"), "w", encoding="utf-8") as handle:
+            json.dump(values, handle)  # JSON is YAML
+    return os.path.join(path, "lab")
 
 
 def playbook_env():

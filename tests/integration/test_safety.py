@@ -16,6 +16,8 @@ import pytest
 from conftest import BASE_VARS, CHECKOUT, ENV_FILE, PLAYBOOK, STATE, UNIT, deploy, playbook_env, ssh
 
 KEY = "sk-it-Secret-7f3a9c0e51"
+TOKEN = "hf_itTokenQ81zL0c5"
+TOKEN2 = "wandb-it-5c1e9a77"
 
 
 def _popen(extra):
@@ -71,35 +73,71 @@ def test_stale_lock_is_taken_over(lab, results, holder, how):  # pylint: disable
     assert ssh("gpu01", "test -e %s/deploy.lock" % STATE, check=False).returncode != 0
 
 
-def test_api_key_leaks_nowhere(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+def _run_playbook(playbook, extra, args=()):
+    """ansible-playbook PLAYBOOK -i inventories/lab --limit gpu01 -e @vars; -> (rc, output)."""
+    handle = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8")  # pylint: disable=consider-using-with
+    json.dump(dict(BASE_VARS, **extra), handle)
+    handle.close()
+    cmd = [PLAYBOOK[0], playbook, "-i", "inventories/lab", "--limit", "gpu01", "-e", "@" + handle.name] + list(args)
+    cp = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=400, env=playbook_env(), check=False)
+    os.unlink(handle.name)
+    return cp.returncode, cp.stdout + cp.stderr
+
+
+def test_secrets_leak_nowhere(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    """An API key and a token in sglang_env: deploy, deploy --check --diff, the clean-up, all at -vvv. 0 copies in
+    the controller's output and reports, and in every host file written meanwhile except the env file and its 0600
+    copies (the journal aside: SGLang logs its arguments, see the README)."""
     marker = "/run/it-secret-marker"
     ssh("gpu01", "touch %s" % marker)
     report_dir = tempfile.mkdtemp(prefix="llmserve-it-")
-    rc, out, reports = deploy({"sglang_api_key": KEY}, limit="gpu01", args=["-vvv"], report_dir=report_dir)
+    env = dict(BASE_VARS["sglang_env"], HF_TOKEN=TOKEN, IT_SECRET_RUN="1")
+    extra = {"sglang_api_key": KEY, "sglang_env": env}
+    rc, out, reports = deploy(extra, limit="gpu01", args=["-vvv"], report_dir=report_dir)
     assert rc == 0, out[-3000:]
     assert reports["gpu01"]["final_state"] == "serving"
-    in_output = KEY in out
-    in_reports = any(KEY in open(os.path.join(report_dir, n), encoding="utf-8", errors="replace").read() for n in os.listdir(report_dir))
+    outputs = {"deploy": out}
+    # a change (a new candidate ahead) seen in check mode with diffs
+    rc, outputs["check --diff"], _reports = deploy(
+        dict(extra, sglang_candidates=[{"name": "secret-new", "env": {"IT_NEW": "1", "WANDB_API_KEY": TOKEN2}}]),
+        limit="gpu01", args=["-vvv", "--check", "--diff"], report_dir=report_dir)
+    assert rc == 0, outputs["check --diff"][-3000:]
+    rc, outputs["cleanup --check"] = _run_playbook("playbooks/cleanup.yml", extra, ["-vvv", "--check"])
+    assert rc == 0, outputs["cleanup --check"][-3000:]
+    secrets = (KEY, TOKEN, TOKEN2)
+    in_output = dict((name, sum(text.count(s) for s in secrets)) for name, text in outputs.items())
+    in_reports = [n for n in os.listdir(report_dir)
+                  if any(s in open(os.path.join(report_dir, n), encoding="utf-8", errors="replace").read() for s in secrets)]
     unit = ssh("gpu01", "cat %s" % UNIT).stdout
     env_stat = ssh("gpu01", "stat -c '%%a %%U:%%G' %s" % ENV_FILE).stdout.strip()
-    env_has_key = KEY in ssh("gpu01", "cat %s" % ENV_FILE).stdout
-    # every world-readable file written since the deploy began (the hosts' roots are overlays: nothing else is new)
-    leaked = ssh("gpu01", "find / /run /tmp /var/log -xdev -newer %s -type f -perm -o+r -print0 2>/dev/null | "
-                          "xargs -0 -r grep -l -F -- '%s' 2>/dev/null || true" % (marker, KEY), timeout=180).stdout.split()
-    backups = ssh("gpu01", "find %s/backups /etc/llmserve -type f -perm -o+r 2>/dev/null" % STATE).stdout.split()
+    env_text = ssh("gpu01", "cat %s" % ENV_FILE).stdout
+    # every file written since the deploy began, whatever its mode (the hosts' roots are overlays: nothing else is
+    # new), but the env file, its 0600 copies and the journal
+    pattern = " ".join("-e '%s'" % s for s in secrets)
+    found = ssh("gpu01", "find / -xdev -newer %s -type f ! -path '/var/log/journal/*' ! -path '/run/log/journal/*' "
+                         "! -path /proc -print0 2>/dev/null | xargs -0 -r grep -l -F %s 2>/dev/null || true"
+                % (marker, pattern), timeout=180).stdout.split()
+    found += ssh("gpu01", "find /run /tmp -newer %s -type f ! -path '/run/log/journal/*' -print0 2>/dev/null | "
+                          "xargs -0 -r grep -l -F %s 2>/dev/null || true" % (marker, pattern), timeout=60).stdout.split()
+    copies = sorted(set(found))
+    allowed = [f for f in copies if f == ENV_FILE or (f.startswith(STATE + "/") and "env" in os.path.basename(f))]
+    modes = dict((f, ssh("gpu01", "stat -c %%a %s" % f).stdout.strip()) for f in allowed)
+    leaked = [f for f in copies if f not in allowed]
     cmdline = ssh("gpu01", "tr '\\0' ' ' < /proc/$(systemctl show -p MainPID --value sglang)/cmdline").stdout
-    ok = (not in_output and not in_reports and KEY not in unit and "${SGLANG_API_KEY}" in unit
-          and env_stat == "600 root:root" and env_has_key and not leaked and not backups)
-    results.add("secrets", "sglang_api_key with -vvv",
-                "in output: %s, reports: %s, unit: %s, env file %s, world-readable files with it: %d; "
-                "visible in /proc/PID/cmdline to root: %s"
-                % (in_output, in_reports, KEY in unit, env_stat, len(leaked), KEY in cmdline), ok)
-    assert not in_output, [line for line in out.splitlines() if KEY in line][:5]
-    assert not in_reports
+    ok = (not any(in_output.values()) and not in_reports and KEY not in unit and "${SGLANG_API_KEY}" in unit
+          and env_stat == "600 root:root" and KEY in env_text and TOKEN in env_text and not leaked
+          and set(modes.values()) <= {"600"})
+    results.add("secrets", "sglang_api_key and an HF_TOKEN, -vvv: deploy, check --diff, clean-up",
+                "copies in output: %s, reports: %d, unit: %s, env file %s, other host files with them: %d, "
+                "0600 copies: %d; visible in /proc/PID/cmdline to root: %s"
+                % (in_output, len(in_reports), KEY in unit, env_stat, len(leaked), len(modes), KEY in cmdline), ok)
+    for name, text in outputs.items():
+        assert not in_output[name], (name, [line for line in text.splitlines() if any(s in line for s in secrets)][:5])
+    assert not in_reports, in_reports
     assert KEY not in unit and "${SGLANG_API_KEY}" in unit
-    assert env_stat == "600 root:root" and env_has_key
+    assert env_stat == "600 root:root" and KEY in env_text and TOKEN in env_text
     assert not leaked, leaked
-    assert not backups, backups
+    assert set(modes.values()) <= {"600"}, modes
     # and the server wants it: an unauthenticated request is refused
     code = ssh("gpu01", "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:30000/v1/models || "
                         "/usr/bin/python3 -c \"import urllib.request as u\ntry:\n u.urlopen('http://127.0.0.1:30000/v1/models')\n"

@@ -103,3 +103,40 @@ def test_merge_record_appends_bounds_and_keeps_selected():
     assert len(plan.merge_record(big, fp, gpu, '0.5.23', results, None, 't')['entries']) == plan.RECORD_MAX_ENTRIES
     assert plan.find_record_failure(rec, fp, '0.5.23', 'k1')['reason'] == 'crashed'
     assert plan.find_record_failure(rec, fp, '0.5.23', 'k3') is None
+
+
+@pytest.mark.parametrize('case', CASES['reuse_check'], ids=[c['name'] for c in CASES['reuse_check']])
+def test_reuse_check(case):
+    gpu = CASES['gpu']
+    fingerprint = plan.gpu_fingerprint(gpu)
+    cands = plan.normalize_candidates(case['candidates'], CASES['known_good'])
+    if case.get('order'):
+        cands = [[c for c in cands if c['name'] == n][0] for n in case['order']]
+    keys = dict((c['name'], plan.config_key(c, {})) for c in cands)
+    keys['gone'] = 'f' * 16
+    record = {'entries': [{'fingerprint': fingerprint, 'sglang_version': '0.5.23', 'config_key': keys[n],
+                           'outcome': outcome, 'time': 'then'} for n, outcome in case['record'].items()]}
+    if case['serving']:
+        record['selected'] = {'name': case['serving'], 'config_key': keys[case['serving']],
+                              'fingerprint': case.get('serving_fingerprint', fingerprint),
+                              'sglang_version': case.get('serving_version', '0.5.23')}
+    built = plan.build_plan(cands, {}, gpu, '0.5.23', record, arch_check, flag_checker([]))
+    got = plan.reuse_check(built, record, fingerprint, '0.5.23', case.get('selection', 'first_ready'))
+    assert got['recorded'] == case['want']['recorded']
+    assert [b['name'] for b in got['blocked_by']] == case['want']['blocked_by']
+    for name, why in (case.get('want_why') or {}).items():
+        assert [b['why'] for b in got['blocked_by'] if b['name'] == name][0].startswith(why)
+
+
+def test_example_fp8_inventory_plans_on_h200_without_fp4_flags():
+    """inventories/example-h200-fp8: every candidate and the fallback are planned on SM90, none sets an FP4 flag."""
+    root = os.path.join(HERE, '..', '..', '..', '..', 'inventories', 'example-h200-fp8', 'group_vars')
+    with open(os.path.join(root, 'sglang_servers.yml')) as handle:
+        inv = yaml.safe_load(handle)
+    gpu = {'name': 'NVIDIA H200', 'compute_cap': '9.0', 'arch': 'sm90', 'count': 8, 'driver_version': '580.95.05'}
+    cands = plan.normalize_candidates(inv['sglang_candidates'], inv['sglang_known_good'])
+    got = plan.build_plan(cands, {}, gpu, '0.5.23', {}, arch_check, flag_checker([]))
+    assert [e['outcome'] for e in got] == ['planned'] * len(got), got
+    assert got[-1]['known_good'] and got[-1]['args'] == []
+    assert not [a for e in got for a in e['args'] if 'fp4' in a], got
+    assert inv['sglang_quantization'] in ('fp8', '') and 'CUDA_HOME' not in inv['sglang_env']

@@ -49,3 +49,25 @@ def test_parse_systemctl_show():
 @pytest.mark.parametrize('case', CASES['verified'], ids=[c['name'] for c in CASES['verified']])
 def test_verified_by_trial(case):
     assert trial.verified_by_trial(case['outcome'], case['install'], case.get('check_mode', False)) is case['want']
+
+
+@pytest.mark.parametrize('case', CASES['fallback_used'], ids=[c['name'] for c in CASES['fallback_used']])
+def test_fallback_used(case):
+    assert trial.fallback_used(case['results'], case['selected'], case.get('final_state', 'serving')) is case['want']
+
+
+def test_check_mode_results_mark_the_order_and_keep_plan_skips():
+    plan = [{'name': 'x', 'outcome': 'skipped', 'reason': 'arch_unsupported', 'evidence': 'sm100 only', 'args': []},
+            {'name': 'y', 'outcome': 'planned', 'args': []},
+            {'name': 'kg', 'outcome': 'planned', 'args': [], 'known_good': True}]
+    by_name = trial.init_results(plan)
+    got = trial.check_mode_results(by_name, [e for e in plan if e['outcome'] == 'planned'])
+    assert got['x']['reason'] == 'arch_unsupported' and 'would_try' not in got['x']
+    assert (got['y']['reason'], got['y']['would_try']) == ('check_mode', 1)
+    assert (got['kg']['reason'], got['kg']['would_try']) == ('check_mode', 2)
+    assert got['y']['evidence'].startswith('would be tried first')
+    assert 'the fallback' in got['kg']['evidence'] and got['kg']['outcome'] == 'skipped'
+    assert by_name['y']['reason'] == 'not_needed'  # the input is not changed
+    # a kept (reused) configuration is not marked
+    by_name['kg'].update(outcome='ready', reason=None, reused=True)
+    assert trial.check_mode_results(by_name, [plan[2]])['kg']['reason'] is None
