@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
 from ansible_collections.llmserve.sglang.plugins.module_utils import trial
 
 
@@ -36,6 +37,18 @@ def fallback_used(results, selected, final_state):
     return trial.fallback_used(results, selected, final_state)
 
 
+def trial_lost_server(smoke_result):
+    return trial.lost_server(smoke_result)
+
+
+def trial_after_smoke(await_result, postmortem=None):
+    return trial.after_smoke(await_result, postmortem)
+
+
+def smoke_prompts_errors(prompts, where='sglang_smoke_prompts'):
+    return smoke.check_prompts(prompts, where)
+
+
 def systemctl_show(text):
     return trial.parse_systemctl_show(text)
 
@@ -50,4 +63,7 @@ class FilterModule(object):
             'systemctl_show': systemctl_show,
             'trial_check_mode': trial_check_mode,
             'fallback_used': fallback_used,
+            'smoke_prompts_errors': smoke_prompts_errors,
+            'trial_lost_server': trial_lost_server,
+            'trial_after_smoke': trial_after_smoke,
         }

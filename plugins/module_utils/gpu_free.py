@@ -32,6 +32,7 @@ _ARGUMENT_SPEC = dict(
     hard_reset=dict(type='bool', default=False),
     nvidia_smi=dict(type='str', default='nvidia-smi'),
     stop_timeout=dict(type='float', default=60),
+    kill_unit=dict(type='bool', default=False),
 )
 DEFAULTS = dict([(key, spec.get('default')) for key, spec in _ARGUMENT_SPEC.items()], vmid=None, gpus=None)
 

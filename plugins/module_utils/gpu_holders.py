@@ -440,14 +440,16 @@ def wait_memory(query, threshold_mib, deadline, ops, gpus=None, poll=0.1):
 ACTIVE_STATES = ('active', 'activating', 'deactivating', 'reloading', 'refreshing')
 
 
-def stop_unit(run, unit, timeout, vmid=None, check_mode=False, now=None):
+def stop_unit(run, unit, timeout, vmid=None, check_mode=False, now=None, kill=False):
     """Stop a systemd unit, bounded: ``systemctl stop`` for at most ``timeout`` seconds, then SIGKILL to the unit.
 
     ``run(argv) -> (rc, stdout, stderr)``. With ``vmid`` (on a Proxmox VE node) every command runs in that container
     through ``pct exec VMID --``. A unit that is not loaded or not running is left alone. When the stop does not end in
     time, the stop job goes on in systemd and ``systemctl kill --signal=SIGKILL`` ends what the unit still runs.
+    With ``kill`` (a unit whose server already failed: nothing to drain, and SGLang's own clean-up after a crash
+    ignores SIGTERM for up to a minute) ``systemctl kill --signal=SIGKILL`` comes first, then the bounded stop.
     Returns {unit, before, result, seconds}: result ``not_loaded``, ``not_active``, ``stopped``, ``killed`` (the stop
-    timed out) or ``would_stop`` (check mode). Raises RuntimeError naming the command when systemctl fails.
+    timed out, or ``kill``) or ``would_stop`` (check mode). Raises RuntimeError naming the command when systemctl fails.
     """
     if now is None:
         now = time.monotonic
@@ -471,6 +473,9 @@ def stop_unit(run, unit, timeout, vmid=None, check_mode=False, now=None):
     elif check_mode:
         result['result'] = 'would_stop'
     else:
+        if kill:
+            call(['systemctl', 'kill', '--signal=SIGKILL', unit], ok=(0, 1))  # 1: nothing was left to kill
+            result['result'] = 'killed'
         rc, dummy = call(['timeout', '%g' % float(timeout), 'systemctl', 'stop', unit], ok=(0, 124))
         if rc == 124:
             call(['systemctl', 'kill', '--signal=SIGKILL', unit], ok=(0, 1))  # 1: nothing was left to kill

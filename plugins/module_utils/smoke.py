@@ -281,3 +281,48 @@ def overall(checks):
         if r in reasons:
             return False, r
     return False, reasons[0]
+
+
+PROMPT_KEYS = ('name', 'endpoint', 'prompt', 'messages', 'max_tokens', 'expect_any', 'logprobs', 'extra')
+ENDPOINTS = ('/generate', '/v1/chat/completions', '/v1/completions')
+
+
+def check_prompts(prompts, where='sglang_smoke_prompts'):
+    """Errors of a user's prompt list, each naming ``where[i].key`` and the fix; [] when it can be used."""
+    if prompts in (None, ''):
+        return []
+    if not isinstance(prompts, list):
+        return ['%s must be a list of prompts ({prompt or messages, expect_any, ...}), got %s'
+                % (where, type(prompts).__name__)]
+    errors = []
+    for index, spec in enumerate(prompts):
+        at = '%s[%d]' % (where, index)
+        if not isinstance(spec, dict):
+            errors.append('%s must be a dict with prompt (or messages) and expect_any, got %r' % (at, spec))
+            continue
+        unknown = sorted(set(spec) - set(PROMPT_KEYS))
+        if unknown:
+            errors.append('%s has unknown key(s) %s; allowed: %s' % (at, ', '.join(unknown), ', '.join(PROMPT_KEYS)))
+            continue
+        if not spec.get('prompt') and not spec.get('messages'):
+            errors.append('%s needs prompt (a text) or messages (a chat)' % at)
+        endpoint = spec.get('endpoint')
+        if endpoint is not None and '/' + str(endpoint).lstrip('/') not in ENDPOINTS:
+            errors.append('%s.endpoint %r is not one of %s' % (at, endpoint, ', '.join(ENDPOINTS)))
+        if spec.get('messages') and endpoint not in (None, '/v1/chat/completions', 'v1/chat/completions'):
+            errors.append('%s.messages needs endpoint /v1/chat/completions' % at)
+        expect = spec.get('expect_any', [])
+        expect = [expect] if isinstance(expect, str) else expect
+        if not isinstance(expect, list) or not all(isinstance(e, str) and e for e in expect):
+            errors.append('%s.expect_any must be a list of non-empty strings (re: for a regular expression)' % at)
+            continue
+        for exp in expect:
+            if exp.startswith('re:'):
+                try:
+                    re.compile(exp[3:])
+                except re.error as exc:
+                    errors.append('%s.expect_any %r is not a valid regular expression: %s' % (at, exp, exc))
+        tokens = spec.get('max_tokens', 32)
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= 4096:
+            errors.append('%s.max_tokens must be a whole number from 1 to 4096, got %r' % (at, tokens))
+    return errors

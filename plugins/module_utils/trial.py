@@ -187,3 +187,27 @@ def fallback_used(results, selected, final_state):
         return False
     before = results[:results.index(chosen[0])]
     return any(r.get('outcome') == 'failed' and not r.get('known_good') for r in before)
+
+
+LOST_REASONS = ('http_error', 'timeout', 'empty', 'nan')
+
+
+def lost_server(smoke_result):
+    """Whether the smoke test or the benchmark may have lost the server (no answer, an HTTP error, failed requests
+    under load): then the server's own log and process say how it ended, not the HTTP error."""
+    if not isinstance(smoke_result, dict) or smoke_result.get('skipped') or not smoke_result:
+        return False
+    if smoke_result.get('ok'):
+        return bool(benchmark_failures(smoke_result.get('benchmark')))
+    return smoke_result.get('reason') in LOST_REASONS
+
+
+def after_smoke(await_result, postmortem):
+    """The await result to judge the trial by: the post-mortem's when it found the server failed (crashed, killed,
+    nan, oom, unhealthy...), else the await's (the server still answers: the smoke test's own reason stands)."""
+    if isinstance(postmortem, dict) and not postmortem.get('skipped') and postmortem.get('status') \
+            and postmortem.get('status') not in ('ready', 'loading'):
+        out = dict(postmortem)
+        out['phase'] = 'after_smoke'
+        return out
+    return await_result

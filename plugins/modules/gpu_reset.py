@@ -95,6 +95,14 @@ options:
     description: Seconds the stop of O(stop_unit) may take before the unit is killed.
     type: float
     default: 60
+  kill_unit:
+    description:
+      - End what O(stop_unit) runs with C(systemctl kill --signal=SIGKILL) first, then stop it (bounded by
+        O(stop_timeout)). Meant for a unit whose server already failed, with nothing to drain; SGLang's own
+        clean-up after a crash ignores SIGTERM for up to a minute.
+    type: bool
+    default: false
+    version_added: 0.2.0
   hard_reset:
     description:
       - When memory is still held at the end, run C(nvidia-smi --gpu-reset -i N) on those GPUs.
@@ -227,7 +235,7 @@ def main():
     if p['stop_unit']:
         try:
             unit_stop = gpu_holders.stop_unit(module.run_command, p['stop_unit'], p['stop_timeout'],
-                                              vmid=p['vmid'], check_mode=module.check_mode)
+                                              vmid=p['vmid'], check_mode=module.check_mode, kill=p['kill_unit'])
         except RuntimeError as exc:
             module.fail_json(msg='stop_unit: %s' % exc)
     try:

@@ -222,6 +222,12 @@ options:
         description: Seconds the stop may take before the unit is killed.
         type: float
         default: 60
+      kill_unit:
+        description:
+          - Kill the unit with SIGKILL first, then stop it. For a unit whose server already failed (nothing to drain;
+            SGLang's own clean-up after a crash ignores SIGTERM for up to a minute).
+        type: bool
+        default: false
       protected_pids:
         description: PIDs never to signal.
         type: list
@@ -711,7 +717,8 @@ def main():
                 continue
             if free is not None and action == 'stop':
                 try:
-                    result['unit_stop'] = gpu_holders.stop_unit(module.run_command, unit_name, free['stop_timeout'])
+                    result['unit_stop'] = gpu_holders.stop_unit(module.run_command, unit_name, free['stop_timeout'],
+                                                                kill=free.get('kill_unit'))
                 except RuntimeError as exc:
                     module.fail_json(msg='free_gpus: %s' % exc, **result)
             elif action == 'free-gpus':

@@ -100,7 +100,7 @@ options:
   selection:
     description:
       - How the deploy chooses among ready candidates (the public C(sglang_selection)). It decides which candidates
-        must be tried before the configuration that serves now may be kept without a trial (RV(reuse)):
+        must be tried before the configuration that serves now may be kept without a trial (RV(reuse)),
         with V(first_ready) the planned candidates ahead of it, with V(fastest) every other planned candidate.
     type: str
     choices: [first_ready, fastest]
@@ -182,7 +182,7 @@ reuse:
   description:
     - Whether the configuration that serves now may be kept without a trial.
     - V(recorded) is the planned candidate the record says serves on this host with these GPUs and this SGLang version
-      (V(null) when none does), V(blocked_by) the planned candidates that must be tried first, each with V(why): one
+      (V(null) when none does), V(blocked_by) the planned candidates that must be tried first, each with V(why), one
       ahead of it (any other one with O(selection=fastest)) that this host never tried with these GPUs and this SGLang,
       that was ready before and is now ahead of it, or that is marked C(force). Keep it only when V(recorded) is set
       and V(blocked_by) is empty.

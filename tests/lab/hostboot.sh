@@ -72,6 +72,19 @@ cat > "$M/root/.bashrc" <<'BASHRC'
 PS1='\u@\h:\w\$ '
 BASHRC
 
+# a non-root login with sudo, as most inventories have it (ansible_user: deploy, ansible_become: true); the user is
+# made in this host's overlay, never on the machine
+if ! chroot "$M" /usr/bin/id -u deploy >/dev/null 2>&1; then
+  chroot "$M" /usr/sbin/useradd --create-home --shell /bin/bash deploy
+fi
+mkdir -p "$M/home/deploy/.ssh"
+cp "$M/root/.ssh/authorized_keys" "$M/home/deploy/.ssh/authorized_keys"
+chroot "$M" /bin/chown -R deploy:deploy /home/deploy/.ssh
+chmod 700 "$M/home/deploy/.ssh"; chmod 600 "$M/home/deploy/.ssh/authorized_keys"
+mkdir -p "$M/etc/sudoers.d"
+printf 'deploy ALL=(ALL:ALL) NOPASSWD: ALL\n' > "$M/etc/sudoers.d/llmserve-lab-deploy"
+chmod 0440 "$M/etc/sudoers.d/llmserve-lab-deploy"
+
 if [ -n "${LAB_MLENV:-}" ]; then
   chroot "$M" /usr/bin/python3 -m venv --system-site-packages --without-pip /root/ml-env
 fi

@@ -214,6 +214,18 @@ def test_stop_unit_bounded_then_killed():
                              ['systemctl', 'kill', '--signal=SIGKILL', 'sglang.service']]
 
 
+def test_stop_unit_kills_a_failed_server_first():
+    run = FakeSystemctl()
+    got = gh.stop_unit(run, 'sglang.service', 60, vmid=129, kill=True)
+    assert got['result'] == 'killed'
+    assert run.calls[1:] == [['pct', 'exec', '129', '--', 'systemctl', 'kill', '--signal=SIGKILL', 'sglang.service'],
+                             ['pct', 'exec', '129', '--', 'timeout', '60', 'systemctl', 'stop', 'sglang.service']]
+    # check mode kills nothing
+    run = FakeSystemctl()
+    assert gh.stop_unit(run, 'sglang.service', 60, kill=True, check_mode=True)['result'] == 'would_stop'
+    assert len(run.calls) == 1
+
+
 def test_stop_unit_leaves_what_does_not_run_alone():
     for show, result in (('LoadState=not-found\nActiveState=inactive\n', 'not_loaded'),
                          ('LoadState=loaded\nActiveState=failed\n', 'not_active')):

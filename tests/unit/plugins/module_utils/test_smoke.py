@@ -56,3 +56,11 @@ def test_overall_priority():
     checks = [{'ok': False, 'reason': 'wrong_answer'}, {'ok': False, 'reason': 'garbage'}, {'ok': True, 'reason': None}]
     assert smoke.overall(checks) == (False, 'garbage')
     assert smoke.overall([{'ok': True, 'reason': None}]) == (True, None)
+
+
+@pytest.mark.parametrize('case', CASES['check_prompts'], ids=[c['name'] for c in CASES['check_prompts']])
+def test_check_prompts(case):
+    got = smoke.check_prompts(case['prompts'])
+    assert len(got) == len(case['want']), got
+    for error, want in zip(got, case['want']):
+        assert want in error, (error, want)

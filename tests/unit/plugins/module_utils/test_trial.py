@@ -71,3 +71,31 @@ def test_check_mode_results_mark_the_order_and_keep_plan_skips():
     # a kept (reused) configuration is not marked
     by_name['kg'].update(outcome='ready', reason=None, reused=True)
     assert trial.check_mode_results(by_name, [plan[2]])['kg']['reason'] is None
+
+
+@pytest.mark.parametrize('smoke, lost', [
+    (None, False),
+    ({'skipped': True}, False),
+    ({'ok': True}, False),
+    ({'ok': True, 'benchmark': {'concurrency': {'2': {'failed': 3, 'completed': 3, 'errors': ['connection reset']}}}}, True),
+    ({'ok': False, 'reason': 'http_error'}, True),
+    ({'ok': False, 'reason': 'timeout'}, True),
+    ({'ok': False, 'reason': 'nan'}, True),
+    ({'ok': False, 'reason': 'garbage'}, False),
+    ({'ok': False, 'reason': 'wrong_answer'}, False),
+])
+def test_lost_server(smoke, lost):
+    assert trial.lost_server(smoke) is lost
+
+
+def test_after_smoke_takes_the_post_mortem_only_when_it_found_a_failure():
+    ready = {'status': 'ready', 'evidence': ['The server is fired up']}
+    dead = {'status': 'crashed', 'reason': 'crashed', 'evidence': ['Scheduler hit an exception: RuntimeError: boom']}
+    assert trial.after_smoke(ready, None) is ready
+    assert trial.after_smoke(ready, {'skipped': True}) is ready
+    assert trial.after_smoke(ready, {'status': 'ready'}) is ready
+    got = trial.after_smoke(ready, dead)
+    assert got['status'] == 'crashed' and got['phase'] == 'after_smoke'
+    # and the outcome then says crashed, with the server's own line
+    out = trial.outcome(got, {'ok': False, 'reason': 'http_error'}, 1.0)
+    assert (out['outcome'], out['reason']) == ('failed', 'crashed') and 'RuntimeError' in out['evidence']
