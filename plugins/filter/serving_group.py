@@ -10,6 +10,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import serving_group as sg
+from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 
 
 def _get(hostvars, host, key):
@@ -36,7 +37,10 @@ def serving_group(hostvars, me, play_hosts, inventory_hosts):
             if name:
                 groups[host] = name
     errors, group = sg.check_group(me, summaries, groups, list(play_hosts))
-    return {'errors': errors, 'group': group}
+    # a message that shows two members' env shows no secret of it
+    secrets = redact.deploy_secret_values(None, summaries[me].get('env'), summaries[me].get('candidates'),
+                                          summaries[me].get('known_good'))
+    return {'errors': [redact.redact_text(e, secrets) for e in errors], 'group': group}
 
 
 def group_await(hostvars, group, fact):

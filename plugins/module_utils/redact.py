@@ -27,7 +27,8 @@ SECRET_NAME_RE = re.compile(r'(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)', re
 MIN_VALUE_LEN = 4
 
 _FLAG_RE = re.compile(r'(--(?:admin-)?api-key(?:=|\s+))(?!\*{8}|\$\{)(\S+)')
-_DICT_RE = re.compile(r'''(['"](?:admin_)?api_key['"]\s*:\s*)(['"])(?!\*{8})(.*?)\2''')
+_DICT_RE = re.compile(r'''(['"][A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)[A-Za-z0-9_]*['"]\s*:\s*)'''
+                      r'''(['"])(?!\*{8})(.*?)\2''', re.IGNORECASE)
 _ASSIGN_RE = re.compile(r'''\b([A-Za-z_][A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)[A-Za-z0-9_]*)'''
                         r'''(=)(?!["']?\*{8}|["']?\$\{)("[^"]*"|'[^']*'|\S+)''', re.IGNORECASE)
 

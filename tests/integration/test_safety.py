@@ -85,7 +85,7 @@ def _run_playbook(playbook, extra, args=()):
 
 
 def test_secrets_leak_nowhere(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
-    """An API key and a token in sglang_env: deploy, deploy --check --diff, the clean-up, all at -vvv. 0 copies in
+    """An API key and a token in sglang_env: deploy, deploy --check --diff, the clean-up, status, all at -vvv. 0 copies in
     the controller's output and reports, and in every host file written meanwhile except the env file and its 0600
     copies (the journal aside: SGLang logs its arguments, see the README)."""
     marker = "/run/it-secret-marker"
@@ -104,6 +104,8 @@ def test_secrets_leak_nowhere(lab, results):  # pylint: disable=unused-argument,
     assert rc == 0, outputs["check --diff"][-3000:]
     rc, outputs["cleanup --check"] = _run_playbook("playbooks/cleanup.yml", extra, ["-vvv", "--check"])
     assert rc == 0, outputs["cleanup --check"][-3000:]
+    rc, outputs["status"] = _run_playbook("playbooks/status.yml", extra, ["-vvv"])
+    assert rc == 0 and "health ready" in outputs["status"], outputs["status"][-3000:]
     secrets = (KEY, TOKEN, TOKEN2)
     in_output = dict((name, sum(text.count(s) for s in secrets)) for name, text in outputs.items())
     in_reports = [n for n in os.listdir(report_dir)
@@ -127,7 +129,7 @@ def test_secrets_leak_nowhere(lab, results):  # pylint: disable=unused-argument,
     ok = (not any(in_output.values()) and not in_reports and KEY not in unit and "${SGLANG_API_KEY}" in unit
           and env_stat == "600 root:root" and KEY in env_text and TOKEN in env_text and not leaked
           and set(modes.values()) <= {"600"})
-    results.add("secrets", "sglang_api_key and an HF_TOKEN, -vvv: deploy, check --diff, clean-up",
+    results.add("secrets", "sglang_api_key and an HF_TOKEN, -vvv: deploy, check --diff, clean-up, status",
                 "copies in output: %s, reports: %d, unit: %s, env file %s, other host files with them: %d, "
                 "0600 copies: %d; visible in /proc/PID/cmdline to root: %s"
                 % (in_output, len(in_reports), KEY in unit, env_stat, len(leaked), len(modes), KEY in cmdline), ok)

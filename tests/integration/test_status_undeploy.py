@@ -22,7 +22,7 @@ def _play(playbook, extra=None, args=(), limit=None):
     cmd = [PLAYBOOK[0], playbook, "-i", "inventories/lab", "-e", "@" + handle.name] + list(args)
     if limit:
         cmd += ["--limit", limit]
-    env = dict(playbook_env(), ANSIBLE_SHOW_CUSTOM_STATS="1")
+    env = dict(playbook_env(), ANSIBLE_SHOW_CUSTOM_STATS="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     cp = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=300, env=env, check=False)
     os.unlink(handle.name)
     return cp.returncode, cp.stdout + cp.stderr
