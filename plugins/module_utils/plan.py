@@ -302,6 +302,7 @@ def merge_record(record, fingerprint, gpu, sglang_version, results, selected, no
             'benchmark': res.get('benchmark'),
             'screen': res.get('screen'),
             'diagnosis': (res.get('diagnosis') or {}).get('id'),
+            'force': bool(res.get('force')),  # tried because of force: true (reuse_check counts it as retried)
         })
     rec['entries'] = rec['entries'][-RECORD_MAX_ENTRIES:]
     prev = rec.get('selected') or {}
@@ -330,8 +331,10 @@ def reuse_check(plan, record, fingerprint, sglang_version, selection='first_read
     serves on this host (same GPUs and SGLang version) when it is still planned; ``blocked_by`` lists the planned
     candidates that must be tried first, each with why: a candidate ahead of it (with ``first_ready``; any other one
     with ``fastest``) that this host never tried with these GPUs and this SGLang, or that was ready before (the user
-    moved it up), or one marked ``force``. Candidates that failed here before are already skipped ``known_bad`` by
-    the plan. Reuse is allowed only when ``recorded`` is set and ``blocked_by`` is empty.
+    moved it up), or one marked ``force`` that was not tried here since it was forced. Candidates that failed here
+    before are already skipped ``known_bad`` by the plan; a forced one that failed here while forced is not tried
+    again until something else changes (an identical run changes nothing). Reuse is allowed only when ``recorded`` is
+    set and ``blocked_by`` is empty.
     """
     selected = (record or {}).get('selected') or {}
     out = {'recorded': None, 'blocked_by': []}
@@ -350,8 +353,10 @@ def reuse_check(plan, record, fingerprint, sglang_version, selection='first_read
     others = planned[:position] if selection != 'fastest' else planned[:position] + planned[position + 1:]
     for entry in others:
         last = _last_entry(record, fingerprint, sglang_version, entry.get('config_key'))
-        if entry.get('force'):
-            why = 'marked force: true'
+        if entry.get('force') and (last is None or not last.get('force')):
+            why = 'marked force: true, not tried here since'
+        elif entry.get('force') and last.get('outcome') == 'failed':
+            continue  # tried here while forced and failed: retried when something else changes
         elif last is None:
             why = 'never tried on this host with these GPUs and sglang %s' % sglang_version
         elif selection == 'fastest' and last.get('outcome') == 'ready':

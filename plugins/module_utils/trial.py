@@ -27,6 +27,7 @@ def init_results(plan):
             'args': list(entry.get('args') or []),
             'config_key': entry.get('config_key'),
             'known_good': bool(entry.get('known_good')),
+            'force': bool(entry.get('force')),
             'outcome': 'skipped',
             'reason': 'not_needed' if planned else entry.get('reason'),
             'evidence': ('an earlier candidate was selected' if planned else entry.get('evidence')),

@@ -66,6 +66,12 @@ SNAPSHOT = ("for f in {unit} {env} {state}/record.json; do echo \"== $f\"; "
                 unit=UNIT, env=ENV_FILE, state=STATE, svc=SERVICE)
 
 
+def install_behaviour(hosts=("gpu01", "ct129")):
+    """The suite's behaviour table on the GPU hosts (a container restarted from a fresh root has the lab's default)."""
+    for host in hosts:
+        ssh(host, "cp %s /etc/fake-sglang/behaviour.yml" % BEHAVIOUR)
+
+
 def snapshot(host):
     return ssh(host, SNAPSHOT).stdout
 
@@ -176,8 +182,7 @@ def lab():
     try:
         cp = subprocess.run(LABCTL + ["up"], capture_output=True, text=True, timeout=240, check=False)
         assert cp.returncode == 0, cp.stdout + cp.stderr
-        for host in ("gpu01", "ct129"):
-            ssh(host, "cp %s /etc/fake-sglang/behaviour.yml" % BEHAVIOUR)
+        install_behaviour()
         rc, out, reports = deploy()
         assert rc == 0, out[-4000:]
         assert all(r["final_state"] == "serving" for r in reports.values()), reports

@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 import json
 import os
+import shlex
 import tempfile
 import urllib.request
 
@@ -14,6 +15,7 @@ import pytest
 
 from conftest import CHECKOUT, IPS, deploy, snapshot, ssh, serving_pids, gpu_pids
 
+LAB_MODEL = "/models/Qwen3.5-397B-A17B-NVFP4"  # the lab inventory's model folder (tests/lab/labctl.py makes it)
 KG = {"name": "known-good", "moe_runner_backend": "flashinfer_cutlass", "fp4_gemm_backend": "flashinfer_cudnn"}
 
 # id, extra vars, strings the error must contain, host (gpu01 unless a container case)
@@ -32,6 +34,10 @@ CASES = [
     ("tp-size-negative", {"sglang_tp_size": -2}, ["sglang_tp_size=-2"], "gpu01"),
     ("model-path-empty", {"sglang_model_path": ""}, ["sglang_model_path", "must not be empty"], "gpu01"),
     ("model-path-null", {"sglang_model_path": None}, ["sglang_model_path", "must not be empty"], "gpu01"),
+    ("model-repo-id", {"sglang_model_path": "Qwen/Qwen3-8B"},
+     ["sglang_model_path=Qwen/Qwen3-8B is a hub repo id", "sglang_model_check: false"], "gpu01"),
+    ("model-folder-missing", {"sglang_model_path": "/models/not-there"},
+     ["sglang_model_path=/models/not-there: no such folder on the host"], "gpu01"),
     ("served-name-with-colon", {"sglang_served_model_name": "qwen:latest"},
      ["sglang_served_model_name", "qwen-latest"], "gpu01"),
     ("port-zero", {"sglang_port": 0}, ["sglang_port", "1-65535"], "gpu01"),
@@ -155,6 +161,7 @@ def test_arch_unsupported_is_skipped_not_started(lab, results):  # pylint: disab
 def test_model_path_with_spaces_quotes_dollar(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
     """Not a bad input: it must work, quoted for systemd, and SGLang must receive the exact path."""
     path = "/models/My Model's \"v2\" $HOME ${X} 100% \\ end"
+    ssh("gpu01", "mkdir -p %s && cp -a %s/. %s" % (shlex.quote(path), LAB_MODEL, shlex.quote(path)))
     rc, out, reports = deploy({"sglang_model_path": path, "sglang_served_model_name": "quoted"}, limit="gpu01")
     with urllib.request.urlopen("http://%s:30000/get_model_info" % IPS["gpu01"], timeout=10) as reply:
         got = json.loads(reply.read().decode("utf-8"))["model_path"]
@@ -165,6 +172,28 @@ def test_model_path_with_spaces_quotes_dollar(lab, results):  # pylint: disable=
                     rc, reports.get("gpu01", {}).get("final_state"), got == path), ok)
     assert rc == 0, out[-3000:]
     assert got == path, (got, path, unit)
+
+
+def test_partial_model_stops_before_any_change(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    """A download cut short: one shard gone, another shorter than the index says. The deploy stops in preflight,
+    naming sglang_model_path and the files, and nothing on the host changes."""
+    path = "/models/partial"
+    ssh("gpu01", "rm -rf %s && cp -a %s %s && rm %s/model-00002-of-00002.safetensors" % (path, LAB_MODEL, path, path))
+    before = snapshot("gpu01")
+    rc, out, _reports = deploy({"sglang_model_path": path}, limit="gpu01")
+    missing = "sglang_model_path=/models/partial is missing model-00002-of-00002.safetensors" in out
+    ssh("gpu01", "cp -a %s/model-00002-of-00002.safetensors %s/ && truncate -s 100 %s/model-00001-of-00002.safetensors"
+        % (LAB_MODEL, path, path))
+    rc2, out2, _reports = deploy({"sglang_model_path": path}, limit="gpu01")
+    short = "less than the 8192 the index says" in out2
+    after = snapshot("gpu01")
+    ok = rc != 0 and rc2 != 0 and missing and short and after == before
+    results.add("bad input", "model with a shard missing, then one cut short",
+                "rc=%s/%s; names the missing shard: %s; the short download: %s; host unchanged: %s"
+                % (rc, rc2, missing, short, after == before), ok)
+    assert missing, out[-3000:]
+    assert short, out2[-3000:]
+    assert after == before
 
 
 def group_inventory(gpu01_vars, ct129_vars):

@@ -207,6 +207,27 @@ def wrapper(module: str) -> str:
             f"from {module} import main\nsys.exit(main())\n")
 
 
+# The inventory's model folder on the GPU hosts, for the fake SGLang (which reads no weights): what a download
+# leaves, config, index, two shards, tokenizer, small, so that the collection's model check reads a whole model.
+LAB_MODEL = "/models/Qwen3.5-397B-A17B-NVFP4"
+
+
+def write_lab_model(path: str) -> None:
+    os.makedirs(path, exist_ok=True)
+    shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    write(os.path.join(path, "config.json"), json.dumps(
+        {"architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
+         "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"}}, indent=2) + "\n")
+    write(os.path.join(path, "model.safetensors.index.json"), json.dumps(
+        {"metadata": {"total_size": 2 * 4096}, "weight_map": {"lm_head.weight": shards[0],
+                                                              "model.embed_tokens.weight": shards[1]}}, indent=2) + "\n")
+    for shard in shards:
+        with open(os.path.join(path, shard), "wb") as f:
+            f.write(b"\0" * 4200)
+    write(os.path.join(path, "tokenizer.json"), '{"version": "1.0", "model": {"type": "BPE"}}\n')
+    write(os.path.join(path, "tokenizer_config.json"), '{"tokenizer_class": "Qwen2Tokenizer"}\n')
+
+
 def make_seed(name: str, h: dict, cfg: dict, masks: list[str]) -> str:
     sys.path.insert(0, os.path.join(HERE, "fakes"))
     import fakegpu  # noqa: E402
@@ -274,6 +295,7 @@ def make_seed(name: str, h: dict, cfg: dict, masks: list[str]) -> str:
             "checkout": CHECKOUT, "behaviour": "/etc/fake-sglang/behaviour.yml", "python": REAL_PYTHON,
             "model": REAL_MODEL}, indent=2) + "\n")
     if h.get("ml_env") or h.get("real_sglang"):
+        write_lab_model(os.path.join(seed, LAB_MODEL.lstrip("/")))
         ver = "python" + run(["/usr/bin/python3", "-c", "import sys;print('%d.%d' % sys.version_info[:2])"]).stdout.strip()
         write(os.path.join(seed, f"root/ml-env/lib/{ver}/site-packages/llmserve-lab.pth"),
               f"{os.path.join(HERE, 'fake_sglang')}\n{os.path.join(HERE, 'fakes')}\n")

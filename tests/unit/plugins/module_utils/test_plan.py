@@ -115,7 +115,8 @@ def test_reuse_check(case):
     keys = dict((c['name'], plan.config_key(c, {})) for c in cands)
     keys['gone'] = 'f' * 16
     record = {'entries': [{'fingerprint': fingerprint, 'sglang_version': '0.5.23', 'config_key': keys[n],
-                           'outcome': outcome, 'time': 'then'} for n, outcome in case['record'].items()]}
+                           'outcome': outcome, 'time': 'then', 'force': n in case.get('record_forced', [])}
+                          for n, outcome in case['record'].items()]}
     if case['serving']:
         record['selected'] = {'name': case['serving'], 'config_key': keys[case['serving']],
                               'fingerprint': case.get('serving_fingerprint', fingerprint),
