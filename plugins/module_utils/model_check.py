@@ -124,11 +124,11 @@ def check(path, fs=None, where='sglang_model_path'):
             if empty:
                 out['errors'].append('%s=%s: %d weight file(s) are empty: %s (an interrupted download?)'
                                      % (where, path, len(empty), ', '.join(empty[:5])))
-            if not out['missing'] and not empty and out['index_total_size'] \
-                    and out['bytes'] < out['index_total_size']:
+            total = out['index_total_size'] or 0
+            if not out['missing'] and not empty and out['bytes'] < total:
                 out['errors'].append(
                     '%s=%s: the weight files hold %d bytes, less than the %d the index says (a partial download?)'
-                    % (where, path, out['bytes'], out['index_total_size']))
+                    % (where, path, out['bytes'], total))
     else:
         weights = [n for n in names if WEIGHT_RE.search(n) and not n.endswith('.index.json')]
         sizes = [(n, fs.size(full(n))) for n in weights]
@@ -147,6 +147,6 @@ def check(path, fs=None, where='sglang_model_path'):
     if out['missing']:
         shown = out['missing'][:8]
         more = len(out['missing']) - len(shown)
-        out['errors'].insert(0, '%s=%s is missing %s%s' % (where, path, ', '.join(shown),
-                                                            (' and %d more' % more) if more > 0 else ''))
+        tail = (' and %d more' % more) if more > 0 else ''
+        out['errors'].insert(0, '%s=%s is missing %s%s' % (where, path, ', '.join(shown), tail))
     return out
