@@ -194,28 +194,26 @@ def arch_verdict(args, arch, arch_check):
     return None
 
 
-def find_record_failure(record, fingerprint, sglang_version, key):
-    """The last failed record entry for this fingerprint + version + config, or None."""
+def _last_entry(record, fingerprint, sglang_version, key):
+    """The last record entry for this fingerprint + version + config, or None."""
     found = None
     for entry in (record or {}).get('entries', []):
         if (entry.get('fingerprint') == fingerprint and entry.get('sglang_version') == sglang_version
                 and entry.get('config_key') == key):
             found = entry
-    if found and found.get('outcome') == 'failed':
-        return found
-    return None
+    return found
+
+
+def find_record_failure(record, fingerprint, sglang_version, key):
+    """The last record entry for this fingerprint + version + config if it failed, else None."""
+    found = _last_entry(record, fingerprint, sglang_version, key)
+    return found if found and found.get('outcome') == 'failed' else None
 
 
 def find_record_success(record, fingerprint, sglang_version, key):
     """The last record entry for this configuration if it was ready, else None."""
-    found = None
-    for entry in (record or {}).get('entries', []):
-        if (entry.get('fingerprint') == fingerprint and entry.get('sglang_version') == sglang_version
-                and entry.get('config_key') == key):
-            found = entry
-    if found and found.get('outcome') == 'ready':
-        return found
-    return None
+    found = _last_entry(record, fingerprint, sglang_version, key)
+    return found if found and found.get('outcome') == 'ready' else None
 
 
 def build_plan(candidates, base, gpu, sglang_version, record, arch_check, flag_check, base_args=()):
@@ -313,15 +311,6 @@ def merge_record(record, fingerprint, gpu, sglang_version, results, selected, no
         rec['selected'] = {'name': selected.get('name'), 'config_key': selected.get('config_key'),
                            'fingerprint': fingerprint, 'sglang_version': sglang_version, 'time': now}
     return rec
-
-
-def _last_entry(record, fingerprint, sglang_version, key):
-    found = None
-    for entry in (record or {}).get('entries', []):
-        if (entry.get('fingerprint') == fingerprint and entry.get('sglang_version') == sglang_version
-                and entry.get('config_key') == key):
-            found = entry
-    return found
 
 
 def reuse_check(plan, record, fingerprint, sglang_version, selection='first_ready'):

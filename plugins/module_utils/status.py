@@ -13,6 +13,7 @@ __metaclass__ = type
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import systemd_unit
+from ansible_collections.llmserve.sglang.plugins.module_utils import trial
 
 SHOW_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'UnitFileState', 'MainPID', 'InvocationID',
                    'ExecMainStartTimestamp', 'NRestarts', 'Result', 'ControlGroup', 'FragmentPath')
@@ -24,12 +25,8 @@ def show_argv(service_name):
 
 
 def parse_show(text):
-    out = {}
-    for line in (text or '').splitlines():
-        key, sep, value = line.partition('=')
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
+    """``systemctl show`` output -> dict (the parser the trials use)."""
+    return trial.parse_systemctl_show(text)
 
 
 def unit_argv(unit_text, values=()):
