@@ -345,7 +345,7 @@ def unit_path_value(path):
 
 def render_unit(argv, service_name, env_path, description=None, restart='no', restart_sec=5,
                 timeout_stop_sec=30, limit_nofile=1048576, working_directory='/', user=None,
-                module='sglang_launch', wanted_by='multi-user.target'):
+                module='sglang_launch', wanted_by='multi-user.target', log_filter_patterns=()):
     """The unit file text. Deterministic (no timestamps) so that an unchanged config is not rewritten.
 
     KillMode=mixed: on stop, SIGTERM goes to the main process only (SGLang drains and takes its
@@ -378,6 +378,8 @@ def render_unit(argv, service_name, env_path, description=None, restart='no', re
     ])
     if restart != 'no':
         lines.append('RestartSec=%s\n' % int(restart_sec))
+    for pattern in log_filter_patterns or ():
+        lines.append('LogFilterPatterns=%s\n' % _plain(pattern, 'log_filter_patterns').replace('%', '%%'))
     lines.extend([
         'LimitNOFILE=%s\n' % limit_nofile,
         'SyslogIdentifier=%s\n' % _plain(service_name, 'service_name'),
@@ -386,6 +388,30 @@ def render_unit(argv, service_name, env_path, description=None, restart='no', re
         'WantedBy=%s\n' % wanted_by,
     ])
     return ''.join(lines)
+
+
+# SGLang logs every server argument at start-up (``server_args={... 'api_key': 'VALUE', ...}``). This deny pattern
+# (PCRE2, matched against the journal's MESSAGE=) keeps that line out of the journal when a key is set, and only
+# then: with no key the line reads ``'api_key': None`` and stays. ``\x27`` is the quote, so the setting has neither
+# quotes nor spaces for systemd's parser.
+SECRET_LOG_FILTER = r'~api_key.:.\x27'
+# the first systemd with LogFilterPatterns= (systemd.exec(5)); older ones ignore the setting with a warning
+LOG_FILTER_MIN_SYSTEMD = 253
+_SYSTEMD_VERSION_RE = re.compile(r'^systemd\s+(\d+)\b')
+
+
+def systemd_version(text):
+    """The major version from ``systemctl --version`` (``systemd 252 (252.39-1~deb12u1)``), or None."""
+    m = _SYSTEMD_VERSION_RE.match((text or '').strip())
+    return int(m.group(1)) if m else None
+
+
+def log_filter_patterns(version, api_key_set):
+    """``LogFilterPatterns=`` values for the unit: the secret line's deny pattern where systemd has the setting and
+    a key is set; none otherwise (the README says what is left to do on older hosts)."""
+    if api_key_set and version is not None and version >= LOG_FILTER_MIN_SYSTEMD:
+        return [SECRET_LOG_FILTER]
+    return []
 
 
 RESTART_CHOICES = ('no', 'on-failure', 'on-abnormal', 'on-abort', 'always')

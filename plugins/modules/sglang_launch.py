@@ -109,6 +109,8 @@ options:
     description:
       - C(--api-key). Written only to the 0600 EnvironmentFile as C(SGLANG_API_KEY); ExecStart reads
         C(--api-key ${SGLANG_API_KEY}). Never returned.
+      - Where the host's systemd is 253 or newer, the unit also gets a C(LogFilterPatterns=) deny pattern that keeps
+        SGLang's start-up line of all its arguments (which holds the key) out of the journal.
     type: str
   env:
     description: Environment variables for the server (names must match C(^[A-Za-z_][A-Za-z0-9_]*$)).
@@ -355,6 +357,15 @@ env_changed:
   description: Whether the EnvironmentFile changed (or would).
   returned: always
   type: bool
+log_filter_patterns:
+  description:
+    - The C(LogFilterPatterns=) the unit carries. With O(api_key) set and systemd 253 or newer on the host, one deny
+      pattern that keeps SGLang's start-up argument dump (C(server_args=...), which holds the key) out of the journal;
+      empty otherwise (older systemd has no such setting).
+  returned: when O(state) is not C(absent)
+  type: list
+  elements: str
+  sample: ['~api_key.:.\x27']
 daemon_reloaded:
   description: Whether C(systemctl daemon-reload) ran.
   returned: always
@@ -492,6 +503,11 @@ class Systemctl(object):
         rc, out = self.query('is-enabled', unit)
         return out in ('enabled', 'enabled-runtime', 'linked', 'alias')
 
+    def version(self):
+        """systemd's major version (read-only, also in check mode), or None when it cannot be read."""
+        rc, out = self.query('--version')
+        return systemd_unit.systemd_version(out) if rc == 0 else None
+
     def invocation_id(self, unit):
         rc, out = self.query('show', '--property=InvocationID', '--value', unit)
         return out if rc == 0 else ''
@@ -614,13 +630,16 @@ def main():
     unit_before = read_text(unit_path)
     env_before = read_text(env_path)
     unit_after = env_after = None
+    systemctl = Systemctl(module)
     if render:
         argv = sglang_flags.build_argv(p)
+        result['log_filter_patterns'] = systemd_unit.log_filter_patterns(systemctl.version(), bool(p['api_key']))
         try:
             unit_after = systemd_unit.render_unit(
                 argv, name, env_path, description=p['description'], restart=restart, restart_sec=p['restart_sec'],
                 timeout_stop_sec=p['timeout_stop_sec'], limit_nofile=p['limit_nofile'],
-                working_directory=p['working_directory'], user=p['user'])
+                working_directory=p['working_directory'], user=p['user'],
+                log_filter_patterns=result['log_filter_patterns'])
             env_after = systemd_unit.render_env_file(p['env'], api_key=p['api_key'])
         except systemd_unit.UnitError as exc:
             fail_errors(module, ['extra_args/model_path: %s' % to_native(exc)], **result)
@@ -644,7 +663,6 @@ def main():
             dict(before_header=env_path, after_header=env_path, before=masked_before or '', after=masked_after or ''),
         ]
 
-    systemctl = Systemctl(module)
     stamp = datetime.datetime.now().strftime('%Y%m%dT%H%M%S.%f')
     changed = result['unit_changed'] or result['env_changed']
     actions = result['actions']

@@ -6,6 +6,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -197,3 +198,42 @@ def test_trial_unit_to_installed_unit_is_a_reload():
     other = su.render_unit(sf.build_argv(dict(params_for('/models/my "best" model'), moe_runner_backend='triton')),
                            'sglang', '/etc/llmserve/sglang.env', restart='on-failure', restart_sec=10)
     assert su.unit_change(trial, other) == 'restart'
+
+
+@pytest.mark.parametrize('case', CASES['systemd_version'], ids=[c['text'][:20] for c in CASES['systemd_version']])
+def test_systemd_version(case):
+    assert su.systemd_version(case['text']) == case['version']
+
+
+@pytest.mark.parametrize('case', CASES['log_filter'], ids=[c['name'] for c in CASES['log_filter']])
+def test_log_filter_patterns(case):
+    assert su.log_filter_patterns(case['version'], case['key']) == case['patterns']
+
+
+def _server_args_line(api_key):
+    # SGLang 0.5.23 logs its arguments as the repr of a dict (see the real logs in the reference run)
+    args = {'model_path': '/models/m', 'tokenizer_path': '/models/m', 'api_key': api_key, 'admin_api_key': None,
+            'served_model_name': 'm', 'port': 30000}
+    return '[2026-12-01 15:10:15] server_args=%r' % (args,)
+
+
+def test_log_filter_pattern_hides_the_key_line_only():
+    """The deny pattern (PCRE2 in systemd; this one is plain enough for Python's re too) matches the start-up line
+    with a key and not the one without, nor other lines that name the option."""
+    regex = re.compile(su.SECRET_LOG_FILTER[1:])
+    assert su.SECRET_LOG_FILTER.startswith('~')
+    assert regex.search(_server_args_line('sk-live-0123'))
+    assert regex.search(_server_args_line('o-starts-with-o'))
+    assert not regex.search(_server_args_line(None))
+    assert not regex.search('--api-key is set; requests need Authorization: Bearer')
+    assert ' ' not in su.SECRET_LOG_FILTER and '"' not in su.SECRET_LOG_FILTER and "'" not in su.SECRET_LOG_FILTER
+
+
+def test_unit_carries_the_log_filter():
+    argv = sf.build_argv(params_for('/models/m'))
+    plain = su.render_unit(argv, 'sglang', '/etc/llmserve/sglang.env')
+    assert 'LogFilterPatterns' not in plain
+    unit = su.render_unit(argv, 'sglang', '/etc/llmserve/sglang.env', log_filter_patterns=['~a%b', su.SECRET_LOG_FILTER])
+    assert 'LogFilterPatterns=~a%%b\n' in unit
+    assert 'LogFilterPatterns=~api_key.:.\\x27\n' in unit
+    assert unit.index('LogFilterPatterns=') < unit.index('[Install]')

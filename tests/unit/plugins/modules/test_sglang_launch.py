@@ -25,9 +25,10 @@ KEY = 'sk-very-secret'
 class FakeSystemd(object):
     """systemctl as a tiny state machine: is-active/is-enabled answer from state; actions change it."""
 
-    def __init__(self, active=False, enabled=False):
+    def __init__(self, active=False, enabled=False, version=252):
         self.active = active
         self.enabled = enabled
+        self.version = version
         self.actions = []
         self.starts = 1 if active else 0  # a new InvocationID for every start
 
@@ -42,6 +43,8 @@ class FakeSystemd(object):
                 return 0, sglang_flags.MARKER + json.dumps(payload) + '\n', ''
             raise AssertionError('unexpected %r' % argv)
         verb = argv[1]
+        if verb == '--version':
+            return 0, 'systemd %s (%s.1-1)\n+PAM +AUDIT\n' % (self.version, self.version), ''
         if verb == 'is-active':
             return (0, 'active\n', '') if self.active else (3, 'inactive\n', '')
         if verb == 'is-enabled':
@@ -228,6 +231,17 @@ def test_backups_are_pruned(base, monkeypatch):
         assert not failed
     backups = sorted(os.listdir(os.path.join(base['env_dir'], 'backup')))
     assert len([b for b in backups if b.startswith('sglang-trial.service.')]) == 2
+
+
+@pytest.mark.parametrize('version, key, filtered', [(252, KEY, False), (253, KEY, True), (255, None, False)])
+def test_log_filter_follows_the_hosts_systemd(base, monkeypatch, version, key, filtered):
+    """The start-up argument dump (it holds the key) is kept out of the journal where systemd can filter it."""
+    result, failed, calls = run(dict(base, api_key=key), monkeypatch, FakeSystemd(version=version))
+    assert not failed, result.get('msg')
+    unit = open(result['unit_path']).read()
+    assert ('LogFilterPatterns=~api_key.:.\\x27\n' in unit) is filtered
+    assert result['log_filter_patterns'] == (['~api_key.:.\\x27'] if filtered else [])
+    assert KEY not in unit
 
 
 def test_bad_service_name(base, monkeypatch):
