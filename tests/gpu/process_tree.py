@@ -481,17 +481,18 @@ class Driver(object):
                 '-a', json.dumps(params), '-e', 'ansible_python_interpreter=%s' % sys.executable]
         if check:
             argv.append('--check')
-        env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK='json', ANSIBLE_LOAD_CALLBACK_PLUGINS='1',
+        # ad-hoc output through ansible-core's own 'minimal' callback: "localhost | STATUS => {json}"
+        env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS='0', ANSIBLE_CALLBACK_RESULT_FORMAT='json',
                    ANSIBLE_NOCOLOR='1', ANSIBLE_DEPRECATION_WARNINGS='0')
         t0 = now()
         rc, out, err, dummy = run(argv, timeout=120, env=env)
         t1 = now()
         result = None
-        try:
-            data = json.loads(out[out.find('{'):])
-            result = data['plays'][0]['tasks'][0]['hosts']['localhost']
-        except (ValueError, KeyError, IndexError, TypeError):
-            pass
+        if '=>' in out:
+            try:
+                result = json.JSONDecoder().raw_decode(out[out.find('=>') + 2:].lstrip())[0]
+            except ValueError:
+                pass
         if result is None:
             self.say('gpu_reset: no result (rc %s): %s %s' % (rc, out[-2000:], err[-2000:]))
         return {'rc': rc, 't_call': t0, 't_return': t1, 'result': result, 'stderr': err[-1000:]}
@@ -705,7 +706,7 @@ class Driver(object):
         return keep
 
     def probe_stages(self, proc, stage_dir):
-        """At each stage of the main process: its device fds/maps, fuser, nvidia-smi, and (2, 5) gpu_reset's preview."""
+        """At each stage of the main process: its device fds/maps, fuser, nvidia-smi, and (2, 3, 5) gpu_reset's preview."""
         stages = []
         for number, what in STAGES:
             end = now() + 240
@@ -725,7 +726,7 @@ class Driver(object):
                    'main_in_fuser': None if fus is None else pid in fus,
                    'main_in_compute_apps': [a for a in self.compute_apps() if a['pid'] == pid],
                    'memory_used_mib': self.memory_used()}
-            if number in (2, 5) and self.args.ansible:
+            if number in (2, 3, 5) and self.args.ansible:
                 check = self.gpu_reset(self.reset_params('gr-term', []), check=True)
                 res = check['result'] or {}
                 row['gpu_reset_check_main'] = {
