@@ -61,10 +61,19 @@ def group_failing(hostvars, group, fact, check):
         raise AnsibleFilterError('group_failing: %s' % exc)
 
 
+def stop_order(group, node_rank=0):
+    """``head``, ``member`` or ``single``: when a clean-up stops this host's unit (a group's rank 0 first)."""
+    try:
+        return sg.stop_order(group, node_rank)
+    except ValueError as exc:
+        raise AnsibleFilterError('stop_order: %s' % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             'serving_group': serving_group,
             'group_await': group_await,
             'group_failing': group_failing,
+            'stop_order': stop_order,
         }

@@ -11,7 +11,8 @@ join it at ``--dist-init-addr``. Pure logic, no Ansible imports:
   options of one member (``--nnodes``, ``--node-rank``, ``--dist-init-addr``, the total ``--tp-size``);
 - :func:`combine_await` turns the members' ``await_server_ready`` results into the group's one verdict,
   naming the rank that failed first (its peers die of the lost connection, which is not the cause);
-- :func:`parse_addr`, :func:`probe`, :func:`is_local_address` check the dist-init address.
+- :func:`parse_addr`, :func:`probe`, :func:`is_local_address` check the dist-init address;
+- :func:`stop_order` says when a host's unit is stopped in a clean-up: a group's rank 0 first.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -80,6 +81,22 @@ def _int(value):
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+def stop_order(group, node_rank):
+    """When this host's unit is stopped in a clean-up: ``head`` (rank 0 of a serving group: first), ``member`` (a rank
+    >= 1: after the head) or ``single`` (no group).
+
+    SGLang 0.5.23's rank >= 1 does not exit on SIGTERM: it logs ``SIGTERM received on node_rank N; waiting for the
+    rank-0 ShutdownReq broadcast...`` and waits; rank 0's stop broadcasts the shutdown, and every node exits 0. A rank
+    >= 1 stopped before rank 0 would wait out the stop timeout and be killed. Raises ValueError on a bad rank.
+    """
+    if not str(group or '').strip():
+        return 'single'
+    rank = _int(node_rank)
+    if rank is None or rank < 0:
+        raise ValueError('sglang_node_rank must be an integer >= 0, not %r' % (node_rank,))
+    return 'head' if rank == 0 else 'member'
 
 
 def single(member):

@@ -242,3 +242,31 @@ def test_two_node_group_serves_and_blames_rank1(lab):  # pylint: disable=unused-
                           "France is\", \"sampling_params\": {\"max_new_tokens\": 12, \"temperature\": 0}}' "
                           "http://127.0.0.1:30000/generate")
     assert "Paris" in json.loads(answer)["text"], answer
+    group_cleanup_ends_every_rank(hostvars)
+
+
+def group_cleanup_ends_every_rank(ranks):
+    """cleanup.yml on a serving group stops rank 0 first: its shutdown broadcast ends rank 1 too (a rank >= 1 waits on
+    SIGTERM for that broadcast, so stopping it first would wait out the stop timeout and end in a kill)."""
+    extra = {"sglang_group": "real-pair",
+             "sglang_node_rank": "{{ %s[inventory_hostname] }}" % json.dumps(ranks)}
+    started = time.time()
+    rc, out, _reports = playbook("cleanup", extra)
+    took = time.time() - started
+    assert rc == 0, out[-3000:]
+    assert "Stop a serving group's rank 0 first" in out, out[-3000:]
+    states = {}
+    for host in ranks:
+        shown = ssh(host, "systemctl show sglang.service -p ActiveState -p Result -p ExecMainCode -p ExecMainStatus")
+        props = dict(line.split("=", 1) for line in shown.split() if "=" in line)
+        states[host] = props
+        # the unit that served ended by itself with status 0: neither killed after the stop timeout nor failed
+        assert props.get("ActiveState") == "inactive", (host, props)
+        assert props.get("Result") == "success", (host, props, out[-3000:])
+        assert props.get("ExecMainStatus") == "0", (host, props)
+    waited = ssh("ct129", "journalctl -u sglang.service --no-pager -o cat | grep -c 'waiting for the rank-0 "
+                          "ShutdownReq broadcast' || true").strip()
+    RESULTS.append("%-28s %-6s rank 0 stopped first; every rank ended with status 0 (Result=%s/%s) in %.0f s of "
+                   "playbook; rank 1 logged 'waiting for the rank-0 ShutdownReq broadcast' %s time(s)" % (
+                       "group clean-up", "both", states["gpu01"].get("Result"), states["ct129"].get("Result"),
+                       took, waited))

@@ -111,3 +111,12 @@ def test_members_failing_names_the_checks():
     with pytest.raises(ValueError) as exc:
         sg.members_failing(GROUP, {}, 'broken')
     assert 'failed, not_ready, not_serving' in str(exc.value)
+
+
+@pytest.mark.parametrize('case', CASES['stop_order'], ids=[c['name'] for c in CASES['stop_order']])
+def test_stop_order(case):
+    if 'error' in case:
+        with pytest.raises(ValueError, match=case['error']):
+            sg.stop_order(case['group'], case['rank'])
+    else:
+        assert sg.stop_order(case['group'], case['rank']) == case['order']
