@@ -220,6 +220,12 @@ options:
     type: dict
     version_added: 0.2.0
     suboptions:
+      gpus:
+        description:
+          - The GPUs to free, indices or GPU UUIDs (the service's C(sglang_gpus)); default all. Only holders of these
+            GPUs alone are ended (see M(llmserve.sglang.gpu_reset)'s O(llmserve.sglang.gpu_reset#module:gpus)).
+        type: list
+        elements: str
       stop_timeout:
         description: Seconds the stop may take before the unit is killed.
         type: float
