@@ -10,11 +10,18 @@ __metaclass__ = type
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_subset as subset_utils
 
 
-def gpu_subset(gpus, selection, env=None):
-    """The host's GPUs (gpu_info's ``gpus``) narrowed to ``selection`` (sglang_gpus), with the server's environment."""
+def gpu_subset(gpus, selection, env=None, candidates=None, known_good=None):
+    """The host's GPUs (gpu_info's ``gpus``) narrowed to ``selection`` (sglang_gpus), with the server's environment.
+
+    The candidates' and the known-good configuration's own ``env`` (added to the server's) are checked too."""
     out = subset_utils.resolve(selection, gpus)
     if not out['errors']:
         out['errors'] = subset_utils.env_errors(env, out)
+        for index, cand in enumerate(candidates or []):
+            if isinstance(cand, dict):
+                out['errors'].extend(subset_utils.env_errors(cand.get('env'), out, 'sglang_candidates[%d].env' % index))
+        if isinstance(known_good, dict):
+            out['errors'].extend(subset_utils.env_errors(known_good.get('env'), out, 'sglang_known_good.env'))
     out['env'] = subset_utils.server_env(env, out)
     return out
 
