@@ -121,10 +121,11 @@ def describe(items):
     return ', '.join(parts)
 
 
-def free(run, bin_path, params, check_mode=False, warn=None, ops=None):
+def free(run, bin_path, params, check_mode=False, warn=None, ops=None, own_unit=None):
     """End the GPU holders this host (or container ``vmid``) may end, then wait until the memory is free.
 
-    ``params``: the gpu_reset options (DEFAULTS for what is missing). Returns ``(ok, result, msg)``: ``result`` has
+    ``params``: the gpu_reset options (DEFAULTS for what is missing). ``own_unit``: the service being cleaned up
+    (``name.service``); with a subset (``gpus``) a holder in another system service is never ended. Returns ``(ok, result, msg)``: ``result`` has
     holders, killed, would_kill, spared, memory_before, memory_after, seconds, seconds_to_free, hard_reset_done,
     sources_used, changed; on failure also remaining and holders_after, and ``msg`` says what is still held and by
     whom. Raises FreeError when nvidia-smi cannot be run.
@@ -147,7 +148,7 @@ def free(run, bin_path, params, check_mode=False, warn=None, ops=None):
         holders, vmid=p['vmid'], own_vmid=own_vmid, protected_pids=p['protected_pids'],
         protected_names=p['protected_names'], self_pids=gpu_holders.ancestors(os.getpid()),
         container=gpu_holders.in_container(), default_protected=p['default_protected'])
-    kill, outside, blocked = gpu_subset.split_holders(kill, p['gpus'])
+    kill, outside, blocked = gpu_subset.split_holders(kill, p['gpus'], own_unit=own_unit)
     result = dict(changed=False, holders=holders, killed=[], would_kill=[], spared=spared + outside + blocked,
                   blocked=blocked, gpus=p['gpus'] or [m['index'] for m in memory_before],
                   memory_before=memory_before, memory_after=memory_before, seconds=0.0, seconds_to_free=None,

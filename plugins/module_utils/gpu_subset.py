@@ -163,26 +163,35 @@ def holder_gpus(rec):
     return sorted(found)
 
 
-def split_holders(kill, gpus):
+def split_holders(kill, gpus, own_unit=None):
     """The clean-up's kill list restricted to the GPUs ``gpus`` (indices) -> (kill, spared, blocked).
 
     ``gpus`` empty or None: everything stays in kill. A holder of subset GPUs only is ended; one of other GPUs only, or
     of no GPU in particular (only /dev/nvidiactl, /dev/nvidia-uvm...), is spared with ``why``; one that holds GPUs of
     both sides is blocked (never signalled: it belongs to another service too) and carries ``why`` naming them.
+    A holder of subset GPUs that runs in another system service (its ``unit``, not ``own_unit``) is blocked too:
+    another service on this service's GPUs is stopped by its owner, never ended here.
     """
     if not gpus:
         return list(kill), [], []
+    if own_unit and not own_unit.endswith('.service'):
+        own_unit += '.service'
     subset = set(gpus)
     keep, spared, blocked = [], [], []
     for rec in kill:
         held = holder_gpus(rec)
         inside = [g for g in held if g in subset]
         outside = [g for g in held if g not in subset]
-        if inside and not outside:
+        other_unit = rec.get('unit') and rec.get('unit') != own_unit
+        if inside and not outside and not other_unit:
             keep.append(rec)
             continue
         item = dict(rec)
-        if inside and outside:
+        if inside and other_unit:
+            item['why'] = ('runs in %s, another service, and holds GPU(s) %s of this service: stop that service or '
+                           'give this one other GPUs' % (rec['unit'], ', '.join(map(str, inside))))
+            blocked.append(item)
+        elif inside and outside:
             item['why'] = ('holds GPU(s) %s of this service and GPU(s) %s outside it'
                            % (', '.join(map(str, inside)), ', '.join(map(str, outside))))
             blocked.append(item)
@@ -197,7 +206,7 @@ def split_holders(kill, gpus):
 
 
 def blocked_message(blocked, gpus):
-    """The failure message for holders that hold GPUs inside and outside the subset."""
-    return ('GPU(s) %s cannot be freed without touching other GPUs: %s; end them yourself or widen the service\'s '
-            'GPUs (sglang_gpus)' % (', '.join(map(str, sorted(gpus))),
-                                    '; '.join('pid %s %s (%s)' % (b['pid'], b.get('name'), b['why']) for b in blocked)))
+    """The failure message for the blocked holders (GPUs on both sides, or another service's)."""
+    names = '; '.join('pid %s %s (%s)' % (b['pid'], b.get('name'), b['why']) for b in blocked)
+    return ('GPU(s) %s cannot be freed without touching another service or other GPUs, nothing was signalled: %s; '
+            'end them yourself or change the service\'s GPUs (sglang_gpus)' % (', '.join(map(str, sorted(gpus))), names))

@@ -77,8 +77,9 @@ options:
       - The GPUs to free, as indices or as GPU UUIDs (not both; the format of C(sglang_gpus)). Default all.
       - With a subset, only a holder whose GPUs all lie inside it is ended, and only these GPUs' memory is awaited. A
         holder of other GPUs only, or of no GPU in particular (only C(/dev/nvidiactl), C(/dev/nvidia-uvm)), is spared.
-        A holder of GPUs inside and outside the subset (another service's too) is never signalled: the module fails
-        before any signal, naming its PID and GPUs (RV(blocked)), also in check mode.
+        A holder of GPUs inside and outside the subset, or a holder of the subset's GPUs that runs in another system
+        service than O(stop_unit) (its cgroup C(system.slice/NAME.service)), is never signalled: the module fails
+        before any signal, naming its PID, its GPUs and its service (RV(blocked)), also in check mode.
       - A holder's GPUs are those C(nvidia-smi) lists for it plus the C(/dev/nvidiaN) nodes it has open (N taken as the
         GPU's index).
       - An index or UUID the host does not have fails the module before any change.
@@ -266,7 +267,7 @@ def main():
             module.fail_json(msg='stop_unit: %s' % exc)
     try:
         ok, result, msg = gpu_free.free(module.run_command, lambda name, dirs: module.get_bin_path(name, opt_dirs=dirs),
-                                        p, check_mode=module.check_mode, warn=module.warn)
+                                        p, check_mode=module.check_mode, warn=module.warn, own_unit=p['stop_unit'])
     except gpu_free.FreeError as exc:
         module.fail_json(msg=exc.msg, **exc.extra)
     if unit_stop is not None:

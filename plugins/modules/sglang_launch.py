@@ -223,7 +223,8 @@ options:
       gpus:
         description:
           - The GPUs to free, indices or GPU UUIDs (the service's C(sglang_gpus)); default all. Only holders of these
-            GPUs alone are ended (see M(llmserve.sglang.gpu_reset)'s O(llmserve.sglang.gpu_reset#module:gpus)).
+            GPUs alone, and not in another system service, are ended (see M(llmserve.sglang.gpu_reset)'s
+            O(llmserve.sglang.gpu_reset#module:gpus)).
         type: list
         elements: str
       stop_timeout:
@@ -749,7 +750,7 @@ def main():
                 try:
                     ok, freed, msg = gpu_free.free(module.run_command,
                                                    lambda binary, dirs: module.get_bin_path(binary, opt_dirs=dirs),
-                                                   free, warn=module.warn)
+                                                   free, warn=module.warn, own_unit=unit_name)
                 except gpu_free.FreeError as exc:
                     module.fail_json(msg='free_gpus: %s' % exc.msg, **result)
                 result['gpus_freed'] = freed

@@ -54,7 +54,7 @@ def test_server_env():
 
 @pytest.mark.parametrize('case', CASES['split'], ids=[c['name'] for c in CASES['split']])
 def test_split_holders(case):
-    kill, spared, blocked = gpu_subset.split_holders(case['holders'], case['gpus'])
+    kill, spared, blocked = gpu_subset.split_holders(case['holders'], case['gpus'], case.get('own_unit'))
     assert [h['pid'] for h in kill] == case['kill']
     assert [h['pid'] for h in spared] == case['spared']
     assert [h['pid'] for h in blocked] == case['blocked']
