@@ -31,7 +31,7 @@ def _gpus_of(name):
         "pids=$(cat $cg/cgroup.procs 2>/dev/null); "
         "nvidia-smi --query-gpu=index,uuid --format=csv,noheader > /tmp/gpus.csv; "
         "nvidia-smi --query-compute-apps=pid,gpu_uuid --format=csv,noheader | while IFS=', ' read pid uuid; do "
-        "for p in $pids; do [ \"$p\" = \"$pid\" ] && grep \"$uuid\" /tmp/gpus.csv | cut -d, -f1; done; done"
+        "for p in $pids; do [ \"$p\" = \"$pid\" ] && grep \"$uuid\" /tmp/gpus.csv | cut -d, -f1; done; done; true"
     ).format(svc=name)
     return sorted(set(int(x) for x in ssh("gpu01", script).stdout.split()))
 
