@@ -78,7 +78,7 @@ options:
       - With a subset, only a holder whose GPUs all lie inside it is ended, and only these GPUs' memory is awaited. A
         holder of other GPUs only, or of no GPU in particular (only C(/dev/nvidiactl), C(/dev/nvidia-uvm)), is spared.
         A holder of GPUs inside and outside the subset, or a holder of the subset's GPUs that runs in another system
-        service than O(stop_unit) (its cgroup C(system.slice/NAME.service)), is never signalled: the module fails
+        service than O(stop_unit) (its cgroup C(system.slice/NAME.service)), is never signalled; the module fails
         before any signal, naming its PID, its GPUs and its service (RV(blocked)), also in check mode.
       - A holder's GPUs are those C(nvidia-smi) lists for it plus the C(/dev/nvidiaN) nodes it has open (N taken as the
         GPU's index).
