@@ -17,6 +17,7 @@ import glob
 import os
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
+from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_subset
 from ansible_collections.llmserve.sglang.plugins.module_utils import nvidia_smi as nsmi
 
 # The options of a clean-up, as gpu_reset takes them and as sglang_launch takes them under free_gpus.
@@ -33,8 +34,9 @@ _ARGUMENT_SPEC = dict(
     nvidia_smi=dict(type='str', default='nvidia-smi'),
     stop_timeout=dict(type='float', default=60),
     kill_unit=dict(type='bool', default=False),
+    gpus=dict(type='list', elements='str'),
 )
-DEFAULTS = dict([(key, spec.get('default')) for key, spec in _ARGUMENT_SPEC.items()], vmid=None, gpus=None)
+DEFAULTS = dict([(key, spec.get('default')) for key, spec in _ARGUMENT_SPEC.items()], vmid=None)
 
 
 def argument_spec(**more):
@@ -119,10 +121,11 @@ def describe(items):
     return ', '.join(parts)
 
 
-def free(run, bin_path, params, check_mode=False, warn=None, ops=None):
+def free(run, bin_path, params, check_mode=False, warn=None, ops=None, own_unit=None):
     """End the GPU holders this host (or container ``vmid``) may end, then wait until the memory is free.
 
-    ``params``: the gpu_reset options (DEFAULTS for what is missing). Returns ``(ok, result, msg)``: ``result`` has
+    ``params``: the gpu_reset options (DEFAULTS for what is missing). ``own_unit``: the service being cleaned up
+    (``name.service``); with a subset (``gpus``) a holder in another system service is never ended. Returns ``(ok, result, msg)``: ``result`` has
     holders, killed, would_kill, spared, memory_before, memory_after, seconds, seconds_to_free, hard_reset_done,
     sources_used, changed; on failure also remaining and holders_after, and ``msg`` says what is still held and by
     whom. Raises FreeError when nvidia-smi cannot be run.
@@ -136,14 +139,24 @@ def free(run, bin_path, params, check_mode=False, warn=None, ops=None):
     finder = Finder(run, bin_path, p['nvidia_smi'], p['devices'], p['fuser'])
     memory, holders = finder.find()
     memory_before = nsmi.memory_by_index(memory)
+    subset = gpu_subset.resolve(p['gpus'], memory)
+    if subset['errors']:
+        raise FreeError('gpus: %s' % '; '.join(e.replace(gpu_subset.FIELD + ': ', '') for e in subset['errors']))
+    p['gpus'] = None if subset['all'] else subset['indices']
     own_vmid = gpu_holders.vmid_from_cgroup(gpu_holders.read_text('/proc/self/cgroup'))
     kill, spared = gpu_holders.plan(
         holders, vmid=p['vmid'], own_vmid=own_vmid, protected_pids=p['protected_pids'],
         protected_names=p['protected_names'], self_pids=gpu_holders.ancestors(os.getpid()),
         container=gpu_holders.in_container(), default_protected=p['default_protected'])
-    result = dict(changed=False, holders=holders, killed=[], would_kill=[], spared=spared,
+    kill, outside, blocked = gpu_subset.split_holders(kill, p['gpus'], own_unit=own_unit)
+    result = dict(changed=False, holders=holders, killed=[], would_kill=[], spared=spared + outside + blocked,
+                  blocked=blocked, gpus=p['gpus'] or [m['index'] for m in memory_before],
                   memory_before=memory_before, memory_after=memory_before, seconds=0.0, seconds_to_free=None,
                   hard_reset_done=[], sources_used=finder.sources_used)
+    if blocked:
+        # a holder of this service's GPUs and of others: ending it would disturb the others; nothing is signalled
+        result['seconds'] = round(ops.now() - start, 3)
+        return False, result, gpu_subset.blocked_message(blocked, p['gpus'])
     for rec in holders:
         if rec.get('state') == 'D':
             warn('pid %s (%s) holds a GPU and is in D state (uninterruptible sleep)' % (rec['pid'], rec.get('name')))

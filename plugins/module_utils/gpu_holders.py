@@ -21,6 +21,9 @@ import signal
 import time
 
 LXC_CGROUP_RE = re.compile(r'^0::/lxc/(\d+)(?:/|$)', re.MULTILINE)
+# a system service's processes: 0::/system.slice/NAME.service (inside a container seen from its node:
+# 0::/lxc/129/ns/system.slice/NAME.service)
+UNIT_CGROUP_RE = re.compile(r'^0::(?:/.*)?/system\.slice/([^/\n]+\.service)(?:/|$)', re.MULTILINE)
 DEVICE_LINK_RE = re.compile(r'^/dev/nvidia')
 
 # never killed, whatever holds: init, remote access, the NVIDIA daemons that keep device nodes open
@@ -117,6 +120,12 @@ def vmid_from_cgroup(text):
     return int(match.group(1)) if match else None
 
 
+def unit_from_cgroup(text):
+    """``/proc/<pid>/cgroup`` content -> the system service it runs in (``name.service``) or None."""
+    match = UNIT_CGROUP_RE.search(text or '')
+    return match.group(1) if match else None
+
+
 def nspid_from_status(text):
     """``NSpid:`` of ``/proc/<pid>/status`` -> list of PIDs, outermost namespace first."""
     for line in (text or '').splitlines():
@@ -163,7 +172,7 @@ def proc_info(pid, proc='/proc'):
     return {
         'pid': int(pid), 'name': stat['comm'], 'state': stat['state'], 'ppid': stat['ppid'],
         'starttime': stat['starttime'], 'cmdline': ' '.join(x for x in cmdline.split('\x00') if x),
-        'vmid': vmid_from_cgroup(cgroup), 'nspid': nspid_from_status(status),
+        'vmid': vmid_from_cgroup(cgroup), 'unit': unit_from_cgroup(cgroup), 'nspid': nspid_from_status(status),
     }
 
 
@@ -272,8 +281,9 @@ def merge_holders(apps=None, fuser_rows=None, fd_scan=None, infos=None):
             rec['cmdline'] = info['cmdline']
             rec['starttime'] = info['starttime']
             rec['nspid'] = info.get('nspid') or []
+            rec['unit'] = info.get('unit')
         else:
-            rec.update(state=None, vmid=None, cmdline=None, starttime=None, nspid=[])
+            rec.update(state=None, vmid=None, cmdline=None, starttime=None, nspid=[], unit=None)
         if not rec['devices']:
             rec['devices'] = ['/dev/nvidia%d' % index for index in rec['gpus']]
         rec['devices'].sort()

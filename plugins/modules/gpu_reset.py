@@ -73,9 +73,18 @@ options:
     type: int
     default: 1024
   gpus:
-    description: Indices of the GPUs whose memory to wait for. Default all.
+    description:
+      - The GPUs to free, as indices or as GPU UUIDs (not both; the format of C(sglang_gpus)). Default all.
+      - With a subset, only a holder whose GPUs all lie inside it is ended, and only these GPUs' memory is awaited. A
+        holder of other GPUs only, or of no GPU in particular (only C(/dev/nvidiactl), C(/dev/nvidia-uvm)), is spared.
+        A holder of GPUs inside and outside the subset, or a holder of the subset's GPUs that runs in another system
+        service than O(stop_unit) (its cgroup C(system.slice/NAME.service)), is never signalled; the module fails
+        before any signal, naming its PID, its GPUs and its service (RV(blocked)), also in check mode.
+      - A holder's GPUs are those C(nvidia-smi) lists for it plus the C(/dev/nvidiaN) nodes it has open (N taken as the
+        GPU's index).
+      - An index or UUID the host does not have fails the module before any change.
     type: list
-    elements: int
+    elements: str
   devices:
     description: Shell glob of the device nodes to look at.
     type: str
@@ -133,6 +142,11 @@ EXAMPLES = r'''
     stop_unit: sglang.service
     stop_timeout: 60
 
+- name: Free GPUs 4 to 7 only (another service serves on 0 to 3)
+  llmserve.sglang.gpu_reset:
+    stop_unit: sglang-b.service
+    gpus: [4, 5, 6, 7]
+
 - name: Preview (kills nothing)
   llmserve.sglang.gpu_reset:
   check_mode: true
@@ -171,6 +185,20 @@ spared:
   returned: always
   type: list
   elements: dict
+blocked:
+  description:
+    - With O(gpus), the holders of GPUs inside and outside the subset, each with C(why); when there is one, the module
+      fails and signals nobody.
+  returned: always
+  type: list
+  elements: dict
+  version_added: 0.1.0
+gpus:
+  description: The indices of the GPUs freed (O(gpus) resolved; every GPU of the host by default).
+  returned: always
+  type: list
+  elements: int
+  sample: [0, 1, 2, 3]
 memory_before:
   description: Used memory per GPU before.
   returned: always
@@ -221,7 +249,6 @@ def main():
         argument_spec=gpu_free.argument_spec(
             redact_values=redact.argument_spec()['redact_values'],
             vmid=dict(type='int'),
-            gpus=dict(type='list', elements='int'),
             stop_unit=dict(type='str'),
         ),
         supports_check_mode=True,
@@ -240,7 +267,7 @@ def main():
             module.fail_json(msg='stop_unit: %s' % exc)
     try:
         ok, result, msg = gpu_free.free(module.run_command, lambda name, dirs: module.get_bin_path(name, opt_dirs=dirs),
-                                        p, check_mode=module.check_mode, warn=module.warn)
+                                        p, check_mode=module.check_mode, warn=module.warn, own_unit=p['stop_unit'])
     except gpu_free.FreeError as exc:
         module.fail_json(msg=exc.msg, **exc.extra)
     if unit_stop is not None:

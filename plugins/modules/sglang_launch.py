@@ -220,6 +220,13 @@ options:
     type: dict
     version_added: 0.2.0
     suboptions:
+      gpus:
+        description:
+          - The GPUs to free, indices or GPU UUIDs (the service's C(sglang_gpus)); default all. Only holders of these
+            GPUs alone, and not in another system service, are ended (see M(llmserve.sglang.gpu_reset)'s
+            O(llmserve.sglang.gpu_reset#module:gpus)).
+        type: list
+        elements: str
       stop_timeout:
         description: Seconds the stop may take before the unit is killed.
         type: float
@@ -743,7 +750,7 @@ def main():
                 try:
                     ok, freed, msg = gpu_free.free(module.run_command,
                                                    lambda binary, dirs: module.get_bin_path(binary, opt_dirs=dirs),
-                                                   free, warn=module.warn)
+                                                   free, warn=module.warn, own_unit=unit_name)
                 except gpu_free.FreeError as exc:
                     module.fail_json(msg='free_gpus: %s' % exc.msg, **result)
                 result['gpus_freed'] = freed

@@ -43,7 +43,7 @@ import time
 import uuid
 
 __all__ = ["MODELS", "Holder", "hold", "root", "config_path", "procs_dir", "load_config", "make_config",
-           "records", "gpu_state", "resolve_pid", "parse_gpu_list"]
+           "records", "gpu_state", "resolve_pid", "parse_gpu_list", "visible_gpus", "physical_gpu"]
 
 # Values per model. H200 ones come from the real capture (tests/data/nvidia-smi-h200); the others are
 # the public specs (memory as nvidia-smi reports it) with plausible idle readings.
@@ -135,6 +135,40 @@ def parse_gpu_list(text: str) -> list[int]:
         else:
             out.append(int(part))
     return out
+
+
+def visible_gpus(cfg: dict | None = None, value: str | None = None) -> list[int]:
+    """The physical GPU indices a CUDA process sees, in CUDA ordinal order, as the driver reads
+    ``CUDA_VISIBLE_DEVICES`` (``value``; the environment's when None): unset means every GPU; a comma-separated
+    list of indices or UUIDs (a unique UUID prefix is enough); the list ends at the first entry that names no
+    GPU or names one a second time (what follows is ignored); an empty value hides every GPU."""
+    cfg = cfg or load_config()
+    gpus = cfg.get("gpus") or []
+    if value is None:
+        value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return [int(g["index"]) for g in gpus]
+    out: list[int] = []
+    for part in value.split(","):
+        part = part.strip()
+        if part.isdigit():
+            found = [int(g["index"]) for g in gpus if int(g["index"]) == int(part)]
+        elif part.startswith(("GPU-", "MIG-")):
+            found = [int(g["index"]) for g in gpus if str(g.get("uuid", "")).lower().startswith(part.lower())]
+        else:
+            found = []
+        if len(found) != 1 or found[0] in out:
+            break
+        out.append(found[0])
+    return out
+
+
+def physical_gpu(ordinal: int, cfg: dict | None = None, value: str | None = None) -> int:
+    """The physical index of CUDA device ``ordinal`` (raises IndexError like cudaSetDevice's invalid device)."""
+    visible = visible_gpus(cfg, value)
+    if not 0 <= int(ordinal) < len(visible):
+        raise IndexError("invalid device ordinal %s (visible GPUs: %s)" % (ordinal, visible))
+    return visible[int(ordinal)]
 
 
 def _pidns_inode(pid: str | int = "self") -> int | None:

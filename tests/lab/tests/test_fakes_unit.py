@@ -191,3 +191,24 @@ def test_ignore_sigterm_needs_sigkill(root):
     assert p.poll() is None
     p.kill()
     p.wait()
+
+
+def test_cuda_visible_devices_as_the_driver_reads_it(root, monkeypatch):
+    import fakegpu
+    set_config(root, model="sm90", count=8)
+    cfg = fakegpu.load_config()
+    uuids = [g["uuid"] for g in cfg["gpus"]]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert fakegpu.visible_gpus(cfg) == list(range(8))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert fakegpu.visible_gpus(cfg) == [2, 3]
+    assert fakegpu.visible_gpus(cfg, "4,5,6,7") == [4, 5, 6, 7]
+    assert fakegpu.visible_gpus(cfg, "6,2") == [6, 2]
+    assert fakegpu.visible_gpus(cfg, ",".join([uuids[3], uuids[1][:12]])) == [3, 1]
+    assert fakegpu.visible_gpus(cfg, "1,9,2") == [1]       # ends at the first GPU that does not exist
+    assert fakegpu.visible_gpus(cfg, "1,1,2") == [1]       # and at one named twice
+    assert fakegpu.visible_gpus(cfg, "") == []
+    assert fakegpu.physical_gpu(0, cfg, "4,5,6,7") == 4
+    assert fakegpu.physical_gpu(3, cfg, "4,5,6,7") == 7
+    with pytest.raises(IndexError):
+        fakegpu.physical_gpu(4, cfg, "4,5,6,7")

@@ -32,6 +32,11 @@ def test_vmid_from_cgroup(case):
     assert gh.vmid_from_cgroup(case['text']) == case['want']
 
 
+@pytest.mark.parametrize('case', CASES['unit_cgroup'], ids=[repr(c['text']) for c in CASES['unit_cgroup']])
+def test_unit_from_cgroup(case):
+    assert gh.unit_from_cgroup(case['text']) == case['want']
+
+
 @pytest.mark.parametrize('case', CASES['nspid'], ids=[repr(c['text']) for c in CASES['nspid']])
 def test_nspid(case):
     assert gh.nspid_from_status(case['text']) == case['want']
@@ -89,7 +94,8 @@ def test_proc_readers_on_a_fake_tree(tmp_path):
     (tmp_path / 'self').mkdir()
     info = gh.proc_info(4242, proc=str(tmp_path))
     assert info == {'pid': 4242, 'name': 'python3', 'state': 'S', 'ppid': 1, 'starttime': 777,
-                    'cmdline': 'python3 -m sglang.launch_server', 'vmid': 129, 'nspid': [4242, 88]}
+                    'cmdline': 'python3 -m sglang.launch_server', 'vmid': 129, 'unit': 'sglang.service',
+                    'nspid': [4242, 88]}
     assert gh.proc_info(1, proc=str(tmp_path)) is None
     assert gh.scan_proc_fds(proc=str(tmp_path), pattern=gh.device_pattern('/dev/nvidia*')) == {
         4242: ['/dev/nvidia-uvm', '/dev/nvidia0']}

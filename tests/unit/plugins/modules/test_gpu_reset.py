@@ -228,3 +228,75 @@ def test_stop_unit_failure_is_named(monkeypatch):
 def test_unbounded_wait_is_refused_before_anything_runs(bad, monkeypatch):
     result, failed, calls = run(bad, monkeypatch, FakeGpu([]))
     assert failed and 'every wait is bounded' in result['msg'] and calls == []
+
+
+UUIDS = ['GPU-00000000-0000-0000-0000-00000000000a', 'GPU-00000000-0000-0000-0000-00000000000b']
+
+
+class TwoGpus(object):
+    """Two GPUs; ``held``: {pid: [gpu indices]}; a GPU's memory is held while a pid that holds it is alive."""
+
+    def __init__(self, held, mib=20000):
+        self.held = held
+        self.mib = mib
+
+    def alive(self):
+        return [pid for pid in self.held if gpu_holders.ProcOps().alive(pid)]
+
+    def __call__(self, argv):
+        alive = self.alive()
+        if argv[0].endswith('nvidia-smi') and argv[1].startswith('--query-gpu='):
+            rows = ''
+            for index, uuid in enumerate(UUIDS):
+                used = 3 + self.mib * len([pid for pid in alive if index in self.held[pid]])
+                rows += '%d, %s, %d, 143771\n' % (index, uuid, used)
+            return 0, rows, ''
+        if argv[0].endswith('nvidia-smi') and argv[1].startswith('--query-compute-apps='):
+            return 0, ''.join('%d, python3, %d, %s, 00000000:00:0%d.0\n' % (pid, self.mib, UUIDS[i], 6 + i)
+                              for pid in alive for i in self.held[pid]), ''
+        if argv[0].endswith('fuser'):
+            return 1, '', ''
+        raise AssertionError('unexpected %r' % argv)
+
+
+def test_subset_ends_only_holders_of_its_gpus(holder, monkeypatch):
+    mine, other = holder(), holder()
+    gpu = TwoGpus({mine.pid: [0], other.pid: [1]})
+    result, failed, calls = run({'gpus': ['0'], 'term_grace': 5, 'timeout': 10}, monkeypatch, gpu)
+    assert not failed, result.get('msg')
+    assert [k['pid'] for k in result['killed']] == [mine.pid]
+    assert result['gpus'] == [0] and result['blocked'] == []
+    spared = [s for s in result['spared'] if s['pid'] == other.pid]
+    assert spared and 'outside' in spared[0]['why']
+    time.sleep(0.1)
+    assert other.poll() is None  # the other service's process lives, its GPU's memory is not awaited
+
+
+def test_subset_by_uuid(holder, monkeypatch):
+    mine, other = holder(), holder()
+    gpu = TwoGpus({mine.pid: [0], other.pid: [1]})
+    result, failed, calls = run({'gpus': [UUIDS[1]], 'term_grace': 5, 'timeout': 10}, monkeypatch, gpu)
+    assert not failed, result.get('msg')
+    assert [k['pid'] for k in result['killed']] == [other.pid] and result['gpus'] == [1]
+    assert mine.poll() is None
+
+
+def test_subset_holder_of_both_sides_blocks_before_any_signal(holder, monkeypatch):
+    mine, both = holder(), holder()
+    gpu = TwoGpus({mine.pid: [0], both.pid: [0, 1]})
+    for check in (False, True):
+        result, failed, calls = run({'gpus': ['0'], '_ansible_check_mode': check}, monkeypatch, gpu)
+        assert failed
+        assert 'pid %d' % both.pid in result['msg'] and 'GPU(s) 1 outside' in result['msg']
+        assert [b['pid'] for b in result['blocked']] == [both.pid]
+        assert result['killed'] == []
+        time.sleep(0.1)
+        assert mine.poll() is None and both.poll() is None
+
+
+def test_subset_unknown_gpu_fails_before_any_signal(holder, monkeypatch):
+    proc = holder()
+    gpu = TwoGpus({proc.pid: [0]})
+    result, failed, calls = run({'gpus': ['0', '5']}, monkeypatch, gpu)
+    assert failed and 'gpus: this host has no GPU 5' in result['msg']
+    assert proc.poll() is None

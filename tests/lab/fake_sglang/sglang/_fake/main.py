@@ -201,11 +201,11 @@ class App:
         count = int(self.gpu_cfg.get("count", 8) if self.gpu_cfg else 8)
         cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
         phys = list(range(max(count, 1) + 64))
-        if cvd:
-            try:
-                phys = [int(x) for x in cvd.split(",") if x.strip() != ""]
-            except ValueError:
-                pass
+        if cvd is not None:
+            # as the driver reads it (indices or UUIDs, up to the first entry that names no GPU)
+            from sglang._fake.worker import import_fakegpu  # pylint: disable=import-outside-toplevel
+            fakegpu = import_fakegpu()[0]
+            phys = fakegpu.visible_gpus(None, cvd) if fakegpu is not None else phys
         gpu_ids = []
         for r in range(tp):
             logical = a.base_gpu_id + r * a.gpu_id_step

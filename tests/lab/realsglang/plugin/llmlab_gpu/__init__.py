@@ -271,7 +271,9 @@ def _scheduler_start(cfg, loc):
     # the name SGLang gives the process a moment later (setproctitle), as the driver will show it
     tp = int(given.get("tp_size") or 1)
     name = "sglang::scheduler" + ("_TP%d" % int(loc.get("tp_rank") or 0) if tp > 1 else "")
-    _STATE["holder"] = _fakegpu(cfg).hold({gpu_id: mib}, name=name[:15])
+    # gpu_id is the CUDA ordinal; the driver maps it through CUDA_VISIBLE_DEVICES to the physical GPU
+    fakegpu = _fakegpu(cfg)
+    _STATE["holder"] = fakegpu.hold({fakegpu.physical_gpu(gpu_id): mib}, name=name[:15])
     if decision.behaviour == "killed" and (decision.params.get("at") or "start") == "start":
         time.sleep(float(decision.params.get("delay_seconds") or 0))
         _sigkill("at start")
