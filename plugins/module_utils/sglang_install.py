@@ -322,24 +322,54 @@ def parse_dry_run(installer, report_text='', stdout=''):
     return items
 
 
-def error_message(rc, stdout, stderr, spec, index_url=''):
-    """One line for a failed pip / uv run: what went wrong and what to do."""
+NETWORK_RE = re.compile(r'(Connection refused|Failed to establish a new connection|Max retries exceeded|'
+                        r'Name or service not known|Temporary failure in name resolution|timed out|'
+                        r'Network is unreachable|No route to host|error sending request|Failed to fetch|'
+                        r'connection error)', re.I)
+MISSING_RE = re.compile(r'(No matching distribution found for|Could not find a version that satisfies|'
+                        r'no version of sglang|Because sglang==\S+ was not found|not found in the package registry)',
+                        re.I)
+ERROR_RE = re.compile(r'^(ERROR|error|\s*(×|╰─▶|Caused by))')
+EVIDENCE_RE = re.compile(r'^(ERROR|error|WARNING: Retrying|Could not fetch URL|\s*(×|╰─▶|Caused by))')
+
+
+def needs_probe(stdout, stderr, index_url):
+    """True when pip found no version at all on an http(s) index and said nothing about the network: pip logs a
+    page it could not fetch only at debug level, so the module then asks the index itself (``probe_url``)."""
+    text = '%s\n%s' % (stdout or '', stderr or '')
+    return (bool(re.match(r'^https?://', index_url or '')) and '(from versions: none)' in text
+            and not NETWORK_RE.search(text))
+
+
+def probe_url(index_url):
+    """The index's page of the sglang project (PEP 503)."""
+    return index_url.rstrip('/') + '/sglang/'
+
+
+def error_message(rc, stdout, stderr, spec, index_url='', dry_run=True, unreachable=''):
+    """One line for a failed pip / uv run: what went wrong and what to do. dry_run: the run was the dry run (so
+    nothing was installed), else the install itself (which may have changed part of the venv). unreachable: the
+    error of the module's own request to the index, when it made one and it failed."""
+    if unreachable:
+        stderr = '%s\n%s' % (stderr or '', 'connection error: %s' % unreachable)
+    if not dry_run:
+        return ('installing %s failed after its dry run passed (rc=%s: %s): the venv may hold part of it; fix the '
+                'cause and run the install again' % (spec, rc, ' | '.join(redact_url(line)[:300] for line in [
+                    x.strip() for x in ('%s\n%s' % (stdout or '', stderr or '')).splitlines() if x.strip()][-3:])))
     text = '%s\n%s' % (stdout or '', stderr or '')
     where = redact_url(index_url) if index_url else "pip's configured index (PyPI by default)"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    tail = ' | '.join(lines[-4:])
-    if re.search(r'No matching distribution found for|Could not find a version that satisfies|'
-                 r'no version of sglang|Because sglang==\S+ was not found|not found in the package registry',
-                 text, re.I):
-        if re.search(r'(Connection refused|Failed to establish a new connection|Max retries exceeded|'
-                     r'Name or service not known|timed out|Network is unreachable|No route to host|'
-                     r'Failed to fetch|error sending request)', text, re.I):
-            return ('the package index %s cannot be reached (%s): check sglang_pip_index_url and the network; '
-                    'nothing was installed, the venv is as it was' % (where, tail))
+    evidence = ([line for line in lines if ERROR_RE.match(line)] or [line for line in lines if EVIDENCE_RE.match(line)]
+                or lines)
+    host = _host(index_url) if index_url and not index_url.startswith('/') else ''
+    # a network error about the given index (a line that names another location is about another index)
+    network = [line for line in lines if NETWORK_RE.search(line)
+               and (not host or host in line or ('://' not in line and "host='" not in line))]
+    tail = ' | '.join(redact_url(line)[:300] for line in evidence[-3:])
+    if network:
+        return ('the package index %s cannot be reached (%s): check sglang_pip_index_url and the network; '
+                'nothing was installed, the venv is as it was' % (where, redact_url(network[-1])[:300]))
+    if MISSING_RE.search(text):
         return ('%s is not on %s (%s): check sglang_version (and sglang_extras) against the index; nothing was '
                 'installed, the venv is as it was' % (spec, where, tail))
-    if re.search(r'(Connection refused|Failed to establish a new connection|Name or service not known|'
-                 r'Network is unreachable|No route to host|error sending request|Failed to fetch)', text, re.I):
-        return ('the package index %s cannot be reached (%s): check sglang_pip_index_url and the network; nothing '
-                'was installed, the venv is as it was' % (where, tail))
     return 'installing %s failed (rc=%s): %s' % (spec, rc, tail)

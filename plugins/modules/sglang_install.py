@@ -166,6 +166,8 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.six.moves.urllib.error import HTTPError
+from ansible.module_utils.urls import open_url
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_install as si
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
@@ -196,6 +198,17 @@ def _driver(module):
     if rc != 0 or not lines:
         return None, 'nvidia-smi failed (rc=%s): %s' % (rc, (err or out).strip()[:200])
     return lines[0], None
+
+
+def _probe(index_url):
+    """'' when the index answers for the sglang project (any HTTP status), else why it cannot be reached."""
+    try:
+        open_url(si.probe_url(index_url), timeout=10, validate_certs=True)
+    except HTTPError:
+        return ''
+    except Exception as exc:  # pylint: disable=broad-except
+        return str(getattr(exc, 'reason', None) or exc)
+    return ''
 
 
 def main():
@@ -306,7 +319,8 @@ def main():
                                  report=report, isolated=p['isolated'], uv=uv or p['uv'])
         rc, out, err = module.run_command(argv, environ_update=env)
         if rc != 0:
-            fail(si.error_message(rc, out, err, spec, p['index_url']))
+            fail(si.error_message(rc, out, err, spec, p['index_url'],
+                                  unreachable=_probe(p['index_url']) if si.needs_probe(out, err, p['index_url']) else ''))
         text = ''
         if os.path.exists(report):
             with open(report) as handle:
@@ -322,7 +336,7 @@ def main():
                              isolated=p['isolated'], uv=uv or p['uv'])
     rc, out, err = module.run_command(argv, environ_update=env)
     if rc != 0:
-        fail('the dry run passed but %s' % si.error_message(rc, out, err, spec, p['index_url']))
+        fail(si.error_message(rc, out, err, spec, p['index_url'], dry_run=False))
     _verify(module, p, result, _inspect(module, p))
     module.exit_json(**result)
 

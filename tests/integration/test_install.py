@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from conftest import CHECKOUT, playbook_env, ssh, snapshot
+from conftest import CHECKOUT, SNAPSHOT, playbook_env, ssh
 
 sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
 import wheels  # noqa: E402  pylint: disable=wrong-import-position
@@ -85,7 +85,8 @@ def run(url, version, extra=None, args=(), playbook="playbooks/install.yml"):
     cp = subprocess.run(cmd + list(args), cwd=CHECKOUT, capture_output=True, text=True, timeout=120,
                         env=playbook_env(), check=False)
     os.unlink(handle.name)
-    return cp.returncode, cp.stdout + cp.stderr
+    # one line: the callback folds long messages
+    return cp.returncode, " ".join((cp.stdout + cp.stderr).split())
 
 
 def changed(out):
@@ -107,14 +108,14 @@ def test_install_upgrade_and_failures(index, results):  # pylint: disable=redefi
     rc, out = run(url, "0.5.23")
     assert rc == 0, out[-3000:]
     assert changed(out) == 1 and "sglang 0.5.23 in %s" % PYTHON in out, out[-3000:]
-    assert "no venv yet" in out
-    assert installed() == "0.5.23 0.3.21"
+    assert "no venv yet" in out, out[-3000:]
+    assert installed() == "0.5.23 0.4.10"
     results.add("install", "first install (pypiserver on the lab bridge)", "venv made, 0.5.23 + kernel, flag table read")
 
     # second run: nothing to do
     rc, out = run(url, "0.5.23")
     assert rc == 0 and changed(out) == 0, out[-3000:]
-    assert "sglang 0.5.23 is installed" in out
+    assert "(sglang 0.5.23 is installed; pip, Python 3." in out, out[-3000:]
     results.add("install", "second run, same version", "changed=0")
 
     # check mode: says it would install 0.5.24, changes nothing
@@ -122,15 +123,15 @@ def test_install_upgrade_and_failures(index, results):  # pylint: disable=redefi
     before = ssh(HOST, listing).stdout
     rc, out = run(url, "0.5.24", args=["--check"])
     assert rc == 0 and changed(out) == 1, out[-3000:]
-    assert "sglang 0.5.23 is installed, 0.5.24 is wanted" in out
-    assert installed() == "0.5.23 0.3.21"
+    assert "sglang 0.5.23 is installed, 0.5.24 is wanted" in out, out[-3000:]
+    assert installed() == "0.5.23 0.4.10"
     assert ssh(HOST, listing).stdout == before
     results.add("install", "check mode, 0.5.24 wanted", "changed reported, venv untouched")
 
     # upgrade, then an extra that is not there yet
     rc, out = run(url, "0.5.24")
     assert rc == 0 and changed(out) == 1, out[-3000:]
-    assert installed() == "0.5.24 0.3.21"
+    assert installed() == "0.5.24 0.4.10"
     rc, out = run(url, "0.5.24", {"sglang_extras": ["tracing"]})
     assert rc == 0 and changed(out) == 1 and "without extra tracing (llmlab-tracing>=1.0)" in out, out[-3000:]
     assert ssh(HOST, "%s -c 'import llmlab_tracing'" % PYTHON, check=False).returncode == 0
@@ -142,8 +143,8 @@ def test_install_upgrade_and_failures(index, results):  # pylint: disable=redefi
     rc, out = run(url, "0.5.99")
     assert rc != 0
     assert "sglang==0.5.99 is not on %s" % url in out and "the venv is as it was" in out, out[-3000:]
-    assert "from versions: 0.5.23, 0.5.24" in out
-    assert installed() == "0.5.24 0.3.21"
+    assert "from versions: 0.5.23, 0.5.24" in out, out[-3000:]
+    assert installed() == "0.5.24 0.4.10"
     results.add("install", "a version the index does not have", "failed: sglang==0.5.99 is not on the index; venv keeps 0.5.24")
 
     # an index that cannot be reached (nothing listens on that port): a clear error, the venv as it was
@@ -151,13 +152,13 @@ def test_install_upgrade_and_failures(index, results):  # pylint: disable=redefi
     rc, out = run(dead, "0.5.23", {"sglang_pip_extra_args": ["--retries", "0", "--timeout", "5"]})
     assert rc != 0
     assert "the package index %s cannot be reached" % dead in out and "the venv is as it was" in out, out[-3000:]
-    assert installed() == "0.5.24 0.3.21"
+    assert installed() == "0.5.24 0.4.10"
     results.add("install", "an index that cannot be reached", "failed: cannot be reached; venv keeps 0.5.24")
 
     # a driver older than the wheels' CUDA needs: stops before the dry run
     rc, out = run(url, "0.5.23", {"sglang_install_min_driver": "999.1"})
     assert rc != 0 and "the NVIDIA driver 580.159.04 is too old for SGLang 0.5.23" in out, out[-3000:]
-    assert installed() == "0.5.24 0.3.21"
+    assert installed() == "0.5.24 0.4.10"
     results.add("install", "driver older than needed", "failed before any change")
 
 
@@ -165,10 +166,10 @@ def test_deploy_installs_first_and_stops_there_on_failure(index, results):  # py
     """The deploy with sglang_install: true runs the install before the preflight; a failed install stops it with
     nothing else changed (the service, unit and record as they were)."""
     url = index
-    before = snapshot(HOST)
+    before = ssh(HOST, SNAPSHOT, check=False).stdout  # with or without a deployed service
     rc, out = run(url, "0.5.98", {"sglang_install": True}, playbook="playbooks/deploy.yml")
     assert rc != 0
     assert "sglang==0.5.98 is not on %s" % url in out, out[-3000:]
     assert "PLAY [Install SGLang" in out and "PLAY [Preflight" not in out, out[-3000:]
-    assert snapshot(HOST) == before
+    assert ssh(HOST, SNAPSHOT, check=False).stdout == before
     results.add("install", "deploy with sglang_install: true, a bad version", "stops at the install, nothing changed")

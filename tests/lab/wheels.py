@@ -2,12 +2,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Tiny pure-Python wheels for the install test (NOT the real SGLang), built with the standard library.
 
-    wheels.py DIR [--sglang 0.5.23 0.5.24] [--kernel 0.3.21]
+    wheels.py DIR [--sglang 0.5.23 0.5.24] [--kernel 0.4.10]
 
 * ``sglang-VERSION-py3-none-any.whl``: ``sglang/__init__.py`` with ``__version__`` and a ``sglang.srt.server_args``
   whose ``ServerArgs.add_cli_args`` adds a few of the real flags (the collection reads the flag table from it);
-  it requires ``sgl-kernel==KERNEL`` and has an extra ``tracing`` that requires ``llmlab-tracing``;
-* ``sgl_kernel-KERNEL-py3-none-any.whl``: the kernel package stand-in, ``sgl_kernel/__init__.py``;
+  it requires ``sglang-kernel==KERNEL`` and has an extra ``tracing`` that requires ``llmlab-tracing``;
+* ``sglang_kernel-KERNEL-py3-none-any.whl``: the kernel package stand-in, ``sgl_kernel/__init__.py``
+  (the real one is ``sglang-kernel`` with the module ``sgl_kernel`` too);
 * ``llmlab_tracing-1.0-py3-none-any.whl``: what the ``tracing`` extra pulls in.
 A few KB each: pip installs them in a second.
 """
@@ -57,16 +58,16 @@ def build(folder, dist, version, files, requires=(), extras=()):
     return path
 
 
-def build_all(folder, sglang_versions=("0.5.23", "0.5.24"), kernel="0.3.21"):
+def build_all(folder, sglang_versions=("0.5.23", "0.5.24"), kernel="0.4.10"):
     os.makedirs(folder, exist_ok=True)
-    paths = [build(folder, "sgl-kernel", kernel, {"sgl_kernel/__init__.py": '__version__ = "%s"\n' % kernel}),
+    paths = [build(folder, "sglang-kernel", kernel, {"sgl_kernel/__init__.py": '__version__ = "%s"\n' % kernel}),
              build(folder, "llmlab-tracing", "1.0", {"llmlab_tracing/__init__.py": ""})]
     for version in sglang_versions:
         paths.append(build(folder, "sglang", version, {
             "sglang/__init__.py": '__version__ = "%s"\n' % version,
             "sglang/srt/__init__.py": "",
             "sglang/srt/server_args.py": SERVER_ARGS,
-        }, requires=["sgl-kernel==%s" % kernel, 'llmlab-tracing>=1.0; extra == "tracing"'], extras=["tracing"]))
+        }, requires=["sglang-kernel==%s" % kernel, 'llmlab-tracing>=1.0; extra == "tracing"'], extras=["tracing"]))
     return paths
 
 
@@ -74,7 +75,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder")
     parser.add_argument("--sglang", nargs="+", default=["0.5.23", "0.5.24"])
-    parser.add_argument("--kernel", default="0.3.21")
+    parser.add_argument("--kernel", default="0.4.10")
     args = parser.parse_args()
     for path in build_all(args.folder, args.sglang, args.kernel):
         print(path)

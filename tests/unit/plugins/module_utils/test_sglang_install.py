@@ -71,10 +71,20 @@ def test_python(case):
 @pytest.mark.parametrize('case', CASES['error_message'], ids=_ids('error_message'))
 def test_error_message(case):
     got = si.error_message(1, case.get('stdout', ''), case.get('stderr', ''), case.get('spec', 'sglang==9.9.9'),
-                           case.get('index_url', ''))
+                           case.get('index_url', ''), dry_run=case.get('dry_run', True),
+                           unreachable=case.get('unreachable', ''))
     for text in case['want']:
         assert text in got, (got, text)
     assert 'pw@' not in got
+
+
+def test_needs_probe():
+    none = 'ERROR: Could not find a version that satisfies the requirement sglang==1 (from versions: none)'
+    assert si.needs_probe('', none, 'http://10.77.0.1:1/simple/')
+    assert not si.needs_probe('', none, '/srv/wheels')  # a folder: nothing to ask
+    assert not si.needs_probe('', none.replace('none', '0.5.23'), 'http://10.77.0.1:1/simple/')
+    assert not si.needs_probe('WARNING: Retrying ... Connection refused', none, 'https://idx/simple')
+    assert si.probe_url('https://idx/simple') == si.probe_url('https://idx/simple/') == 'https://idx/simple/sglang/'
 
 
 @pytest.mark.parametrize('case', CASES['dry_run'], ids=_ids('dry_run'))
