@@ -34,7 +34,7 @@ attributes:
   check_mode:
     support: full
     details: Checks the inputs, the Python, the driver and the disk, and runs the dry run in an existing venv;
-      reports RV(changed) and RV(packages) as the install would, and changes nothing.
+      reports C(changed) and RV(packages) as the install would, and changes nothing.
   diff_mode:
     support: none
   platform:
