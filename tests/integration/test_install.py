@@ -161,6 +161,25 @@ def test_install_upgrade_and_failures(index, results):  # pylint: disable=redefi
     assert installed() == "0.5.24 0.4.10"
     results.add("install", "driver older than needed", "failed before any change")
 
+    # an air-gapped host: a wheelhouse folder on the host (the checkout is mounted read-only at the same path there)
+    ssh(HOST, "rm -rf /root/wheelhouse && python3 %s/tests/lab/wheels.py /root/wheelhouse --sglang 0.5.23" % CHECKOUT)
+    rc, out = run("/root/wheelhouse", "0.5.23")
+    assert rc == 0 and changed(out) == 1, out[-3000:]
+    assert installed() == "0.5.23 0.4.10"
+    ssh(HOST, "rm -rf /root/wheelhouse")
+    results.add("install", "from a wheelhouse folder on the host", "changed, imports 0.5.23")
+
+    # an index URL with a password: used, and never shown, even with -v and in an error
+    secret = "s3cret-Tok"
+    with_password = url.replace("http://", "http://bot:%s@" % secret)
+    rc, out = run(with_password, "0.5.24", args=["-v"])
+    assert rc == 0 and changed(out) == 1, out[-3000:]
+    assert installed() == "0.5.24 0.4.10"
+    rc, out = run(with_password, "0.5.97", args=["-v"])
+    assert rc != 0 and "sglang==0.5.97 is not on http://bot:********@%s" % url[len("http://"):] in out, out[-3000:]
+    assert secret not in out
+    results.add("install", "index URL with a password, -v", "installs; the password is in no output, masked in the error")
+
 
 def test_deploy_installs_first_and_stops_there_on_failure(index, results):  # pylint: disable=redefined-outer-name
     """The deploy with sglang_install: true runs the install before the preflight; a failed install stops it with
