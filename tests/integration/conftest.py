@@ -173,8 +173,8 @@ def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argumen
 
 
 @pytest.fixture(scope="session")
-def lab():
-    """The lab, up once for the session under the lab lock, with the suite's baseline deployed."""
+def lab_up():
+    """The lab, up once for the session under the lab lock (nothing deployed yet)."""
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
     lock = open(LOCK, "a+", encoding="utf-8")  # pylint: disable=consider-using-with
@@ -182,15 +182,21 @@ def lab():
     try:
         cp = subprocess.run(LABCTL + ["up"], capture_output=True, text=True, timeout=240, check=False)
         assert cp.returncode == 0, cp.stdout + cp.stderr
-        install_behaviour()
-        rc, out, reports = deploy()
-        assert rc == 0, out[-4000:]
-        assert all(r["final_state"] == "serving" for r in reports.values()), reports
-        yield {"baseline": reports}
+        yield
     finally:
         subprocess.run(LABCTL + ["down"], capture_output=True, text=True, timeout=240, check=False)
         fcntl.flock(lock, fcntl.LOCK_UN)
         lock.close()
+
+
+@pytest.fixture(scope="session")
+def lab(lab_up):  # pylint: disable=redefined-outer-name,unused-argument
+    """The lab with the suite's behaviour table and baseline deployed (once for the session)."""
+    install_behaviour()
+    rc, out, reports = deploy()
+    assert rc == 0, out[-4000:]
+    assert all(r["final_state"] == "serving" for r in reports.values()), reports
+    yield {"baseline": reports}
 
 
 sys.path.insert(0, HERE)
