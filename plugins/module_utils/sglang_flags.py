@@ -134,17 +134,23 @@ def help_argv(python):
     return [python, '-m', 'sglang.launch_server', '--help']
 
 
-def parse_introspection(stdout):
-    """The JSON line after MARKER (the last one), or None when there is none."""
+def last_marked_json(stdout, marker):
+    """The JSON after ``marker`` on the last line that has it (a snippet's own output line among whatever the
+    interpreter printed), or None when there is none or it does not parse."""
     found = None
     for line in (stdout or '').splitlines():
-        pos = line.find(MARKER)
+        pos = line.find(marker)
         if pos >= 0:
             try:
-                found = json.loads(line[pos + len(MARKER):])
+                found = json.loads(line[pos + len(marker):])
             except ValueError:
                 found = None
     return found
+
+
+def parse_introspection(stdout):
+    """The JSON line after MARKER (the last one), or None when there is none."""
+    return last_marked_json(stdout, MARKER)
 
 
 _HELP_OPT_RE = re.compile(r'^\s{1,8}(-{1,2}[A-Za-z0-9][^\s,]*.*)$')

@@ -25,6 +25,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
+
 MARKER = '@@LLMSERVE_SGLANG_INSTALL@@'
 
 # PEP 440 release versions as sites pin them (0.5.23, 0.5.23.post1, 0.6.0rc1, 0.5.10.dev3); no ranges, no wildcards
@@ -246,15 +248,7 @@ def inspect_argv(python, extras=None, kernel=''):
 
 def parse_inspect(stdout):
     """The JSON line after MARKER (the last one), or None when there is none."""
-    found = None
-    for line in (stdout or '').splitlines():
-        pos = line.find(MARKER)
-        if pos >= 0:
-            try:
-                found = json.loads(line[pos + len(MARKER):])
-            except ValueError:
-                found = None
-    return found
+    return sglang_flags.last_marked_json(stdout, MARKER)
 
 
 def compare(state, version, extras=None):

@@ -202,3 +202,14 @@ def test_error_kinds():
                               extra_args=['--nsa-decode-backend', 'x', '--attention-backend', 'trtllm_mha'], port=0),
                          TABLE, arch='sm120')
     assert sf.error_kinds(result['errors']) == ['invalid_input', 'unknown_choice', 'unknown_flag', 'arch_unsupported']
+
+
+@pytest.mark.parametrize('text, want', [
+    ('noise\n@@M@@{"a": 1}\n', {'a': 1}),
+    ('@@M@@{"a": 1}\nwarning\nprefix @@M@@{"a": 2}\n', {'a': 2}),
+    ('@@M@@{"a": 1}\n@@M@@not json\n', None),
+    ('', None),
+    (None, None),
+])
+def test_last_marked_json(text, want):
+    assert sf.last_marked_json(text, '@@M@@') == want
