@@ -79,7 +79,7 @@ help: ## list the targets
 
 # ---------------------------------------------------------------- setup
 
-setup: setup-apt setup-venv setup-importer setup-ansible-test setup-real-sglang links ## install apt packages (if missing), .venv, .venv-importer, the lab's real SGLang
+setup: setup-apt setup-venv setup-importer setup-ansible-test setup-real-sglang setup-mirror links ## install apt packages (if missing), .venv, .venv-importer, the lab's real SGLang, .venv-mirror
 	@echo "setup: done ($(VENV): $$($(PY) -c 'import ansible; print("ansible-core", ansible.__version__)'))"
 
 setup-apt: ## install the Debian packages the gates and the lab need, only those missing
@@ -120,6 +120,14 @@ setup-importer: ## create or update .venv-importer (galaxy-importer pins its own
 	"$(IMPORTER_BIN)/python" -m pip install -q --upgrade -r requirements-importer.txt -c constraints-importer.txt
 	@"$(IMPORTER_BIN)/python" -c 'import galaxy_importer' || { \
 	  echo "ERROR: $(IMPORTER_VENV) is incomplete. Run: rm -rf $(IMPORTER_VENV) && make setup"; exit 2; }
+
+setup-mirror: ## create or update .venv-mirror: olah, the Hugging Face mirror the lab downloads a model from
+	@if [ -e .venv-mirror ] && ! .venv-mirror/bin/python -c 'import sys' >/dev/null 2>&1; then \
+	  echo "ERROR: .venv-mirror is broken. Run: rm -rf .venv-mirror && make setup"; exit 2; \
+	fi
+	@if [ ! -e .venv-mirror ]; then echo "setup-mirror: creating .venv-mirror"; "$(PYTHON)" -m venv .venv-mirror; fi
+	@.venv-mirror/bin/python -c 'import olah' >/dev/null 2>&1 || \
+	  .venv-mirror/bin/python -m pip install -q --disable-pip-version-check -r requirements-mirror.txt
 
 # The lab's real SGLang 0.5.23 (venv, stand-in driver library, tiny model) under /var/lib/llmserve-lab:
 # about 11 GB and 4 minutes the first time, reused afterwards (tests/lab/realsglang/install.py).

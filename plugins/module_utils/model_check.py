@@ -78,7 +78,7 @@ def check(path, fs=None, where='sglang_model_path'):
         if REPO_ID_RE.match(path):
             out.update(kind='repo_id', errors=[
                 '%s=%s is a hub repo id, not a folder on the host: SGLang would download it during the first '
-                'trial, under sglang_ready_timeout. Download it first and give the folder, or set '
+                'trial, under sglang_ready_timeout. Set sglang_model_download: true to download it first, give the folder, or set '
                 'sglang_model_check: false to let SGLang download it' % (where, path)])
         else:
             out.update(kind='missing', errors=['%s=%s is neither an absolute folder path nor a repo id (owner/name)'

@@ -17,6 +17,9 @@ journal on the host).
 - clean-up ends the real process tree (main, ``sglang::scheduler``, ``sglang::detokenizer``, resource tracker)
 - a load that logs nothing for longer than ``sglang_hang_timeout`` but works is not a hang
 - a two-node group (gpu01 rank 0, ct129 rank 1) becomes ready and serves; its rank-1 crash is blamed on rank 1
+- ``sglang_model_download``: a hub repo id downloaded from a mirror on the lab network (olah, offline, serving a git
+  repository of the tiny model) into ``sglang_model_cache``, served by the real server under the repo id; a repo the
+  mirror lacks stops the run before any change; a second run changes nothing; ``HF_TOKEN`` appears in no output
 
 Run as root: ``make realserver`` (part of ``make test``).
 """
@@ -26,6 +29,8 @@ from __future__ import absolute_import, division, print_function
 import json
 import os
 import re
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -50,12 +55,12 @@ def ssh(host, command, timeout=60):
     return cp.stdout
 
 
-def playbook(name, extra, limit=None, timeout=1500):
+def playbook(name, extra, limit=None, timeout=1500, args=()):
     fd, varfile = tempfile.mkstemp(suffix=".yml")
     with os.fdopen(fd, "w") as handle:
         yaml.safe_dump(extra, handle)
-    args = ["-e", "@" + VARS, "-e", "@" + varfile] + (["-l", limit] if limit else [])
-    return run_playbook(name, args, bin_dir=BIN, timeout=timeout)
+    argv = ["-e", "@" + VARS, "-e", "@" + varfile] + (["-l", limit] if limit else []) + list(args)
+    return run_playbook(name, argv, bin_dir=BIN, timeout=timeout)
 
 
 def by_name(report):
@@ -277,3 +282,113 @@ def group_cleanup_ends_every_rank(ranks):
                        states["ct129"].get("Result"), states["ct129"].get("ExecMainCode"),
                        states["ct129"].get("ExecMainStatus"), waited, " | ".join(line[:120] for line in last)))
     print(RESULTS[-1])
+
+
+BRIDGE = "10.77.0.1"  # the controller's address on the lab bridge llmlab0
+REPO = "llmlab/tiny-qwen2-chat"
+TOKEN = "hf_llmlabDownloadToken0123456789"
+MODEL_DIR = "/var/lib/llmserve-lab/models/tiny-qwen2-chat"  # the tiny model the hosts load by path elsewhere
+
+
+def _free_port():
+    sock = socket.socket()
+    sock.bind((BRIDGE, 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+@pytest.fixture(scope="module")
+def mirror(lab):  # pylint: disable=unused-argument,redefined-outer-name
+    """olah (a self-hosted Hugging Face mirror, from PyPI) on the lab bridge, offline, serving REPO from a local git
+    repository of the tiny model's files; -> its URL."""
+    olah = os.path.join(CHECKOUT, ".venv-mirror", "bin", "olah-cli")
+    if not os.path.exists(olah):
+        pytest.fail("no .venv-mirror: run `make setup`")
+    folder = tempfile.mkdtemp(prefix="llmserve-mirror-")
+    repo = os.path.join(folder, "mirrors", "models", REPO)
+    shutil.copytree(MODEL_DIR, repo)
+    git = ["git", "-C", repo, "-c", "user.name=lab", "-c", "user.email=lab@lab.invalid"]
+    subprocess.run(["git", "init", "-q", "-b", "main", repo], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "tiny model"], check=True)
+    port = _free_port()
+    with open(os.path.join(folder, "olah.toml"), "w", encoding="utf-8") as handle:
+        handle.write('[basic]\nhost = "%s"\nport = %d\nrepos-path = "%s/cache"\nmirror-scheme = "http"\n'
+                     'mirror-netloc = "%s:%d"\nmirror-lfs-netloc = "%s:%d"\nmirrors-path = ["%s/mirrors"]\n'
+                     '[accessibility]\noffline = true\n' % (BRIDGE, port, folder, BRIDGE, port, BRIDGE, port, folder))
+    log = open(os.path.join(folder, "olah.log"), "w", encoding="utf-8")  # pylint: disable=consider-using-with
+    proc = subprocess.Popen([olah, "-c", "olah.toml"], cwd=folder, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                socket.create_connection((BRIDGE, port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, open(log.name, encoding="utf-8").read()
+                time.sleep(0.3)
+        yield "http://%s:%d" % (BRIDGE, port)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_model_downloaded_from_a_mirror_serves(mirror):  # pylint: disable=redefined-outer-name
+    """sglang_model_download: true with HF_ENDPOINT at a mirror on the lab network: a repo the mirror lacks stops the
+    run before any change; check mode downloads nothing; the deploy downloads the repo into sglang_model_cache and the
+    real server serves it; a second run fetches and changes nothing. HF_TOKEN is in no output."""
+    env = {"CUDA_HOME": "/usr/local/cuda-13.0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "HF_ENDPOINT": mirror,
+           "HF_TOKEN": TOKEN}
+    # no served name of its own (the lab's inventory gives one): clients name the model by the repo id
+    extra = {"sglang_screen": False, "sglang_candidates": [], "sglang_model_download": True,
+             "sglang_model_path": REPO, "sglang_env": env, "sglang_served_model_name": ""}
+    cache = "/var/lib/llmserve/models"
+    folder = cache + "/" + REPO
+    state = "systemctl show sglang.service -p ActiveState -p InvocationID; ls -A /var/lib/llmserve/sglang 2>/dev/null"
+    before = ssh("gpu01", state)
+
+    # a repo the mirror does not have: a clear error naming sglang_model_path, nothing changed, the lock given back
+    rc, out, _reports = playbook("deploy", dict(extra, sglang_model_path="llmlab/no-such-model"), limit="gpu01")
+    flat = " ".join(out.split())
+    assert rc != 0 and "sglang_model_path=llmlab/no-such-model: the hub at %s has no such model repo" % mirror in flat, \
+        flat[-3000:]
+    assert ssh("gpu01", state) == before
+    assert ssh("gpu01", "ls -A %s 2>/dev/null" % cache).strip() == "", "a failed download left a folder"
+    assert TOKEN not in out
+    said = re.search(r"sglang_model_path=llmlab/no-such-model: the hub at \S+ has no such model repo", flat).group(0)
+    RESULTS.append("%-28s %-6s %s; nothing changed" % ("download: repo not on mirror", "gpu01", said))
+
+    # check mode: says it would download, downloads nothing
+    rc, out, _reports = playbook("deploy", extra, limit="gpu01", args=["--check"])
+    assert rc == 0, out[-4000:]
+    assert ssh("gpu01", "test -e %s && echo there || echo absent" % folder).strip() == "absent"
+    assert TOKEN not in out
+
+    started = time.time()
+    rc, out, reports = playbook("deploy", extra, limit="gpu01")
+    took = time.time() - started
+    assert rc == 0, out[-4000:]
+    assert TOKEN not in out and TOKEN not in json.dumps(reports)
+    rep = reports["gpu01"]
+    assert (rep["final_state"], rep["selected"]) == ("serving", "known-good"), rep
+    same = ssh("gpu01", "cd %s && find . -path ./.cache -prune -o -type f -print | sort | xargs md5sum | md5sum; "
+                        "cd %s && find . -type f | sort | xargs md5sum | md5sum" % (folder, MODEL_DIR)).split("\n")
+    assert same[0] == same[1], same
+    unit = ssh("gpu01", "systemctl cat sglang.service")
+    assert "--model-path %s" % folder in unit and "--served-model-name %s" % REPO in unit, unit
+    models = json.loads(ssh("gpu01", "curl -s -m 30 http://127.0.0.1:30000/v1/models"))
+    assert [m["id"] for m in models["data"]] == [REPO], models
+    answer = ssh("gpu01", "curl -s -m 30 -H 'Content-Type: application/json' -d '{\"text\": \"The capital city of "
+                          "France is\", \"sampling_params\": {\"max_new_tokens\": 12, \"temperature\": 0}}' "
+                          "http://127.0.0.1:30000/generate")
+    assert "Paris" in json.loads(answer)["text"], answer
+    RESULTS.append("%-28s %-6s deploy %.0f s: %s from %s into %s; known-good serves it as %s: %r" % (
+        "download from a mirror", "gpu01", took, REPO, mirror, folder, REPO, json.loads(answer)["text"][:30]))
+
+    # again: nothing fetched, nothing changed
+    rc, out, _reports = playbook("deploy", extra, limit="gpu01")
+    assert rc == 0 and recap(out)["gpu01"]["changed"] == 0, out[-3000:]
+    assert TOKEN not in out
