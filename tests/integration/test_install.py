@@ -180,6 +180,19 @@ def test_install_upgrade_and_failures(index, results):  # pylint: disable=redefi
     assert secret not in out
     results.add("install", "index URL with a password, -v", "installs; the password is in no output, masked in the error")
 
+    # uv (sglang_installer: uv) from the same index: the version changes, a second run changes nothing
+    uv = {"sglang_installer": "uv", "sglang_uv": os.path.join(CHECKOUT, ".venv", "bin", "uv")}
+    rc, out = run(url, "0.5.23", uv)
+    assert rc == 0 and changed(out) == 1, out[-3000:]
+    assert "package(s); uv, Python 3." in out, out[-3000:]
+    assert installed() == "0.5.23 0.4.10"
+    rc, out = run(url, "0.5.23", uv)
+    assert rc == 0 and changed(out) == 0 and "is installed; uv, Python 3." in out, out[-3000:]
+    rc, out = run(url, "0.5.99", uv)
+    assert rc != 0 and "the venv is as it was" in out, out[-3000:]
+    assert installed() == "0.5.23 0.4.10"
+    results.add("install", "with uv (sglang_installer: uv)", "0.5.24 -> 0.5.23; again: changed=0; 0.5.99: clear error, venv kept")
+
 
 def test_deploy_installs_first_and_stops_there_on_failure(index, results):  # pylint: disable=redefined-outer-name
     """The deploy with sglang_install: true runs the install before the preflight; a failed install stops it with
