@@ -208,10 +208,12 @@ units: tree setup-ansible-test ## ansible-test units (pytest under tests/unit/)
 	  echo "ERROR: no unit tests (tests/unit/**/test_*.py) found"; exit 1; fi
 	cd "$(COLL_DIR)" && ansible-test units --venv --python $(PYTHON_VERSION) --color no --requirements
 
+# Only this collection (and ansible.builtin) is loaded: the ~100 collections of the `ansible` package in .venv are not
+# scanned (14 s instead of 3 minutes). A reference to another collection is then reported as not allowed.
 docs-lint: tree ## antsibull-docs lint-collection-docs --plugin-docs
 	$(need_venv)
 	$(call need,antsibull-docs)
-	ANSIBLE_COLLECTIONS_PATH="$(COLL_ROOT)" antsibull-docs lint-collection-docs --plugin-docs \
+	ANSIBLE_COLLECTIONS_SCAN_SYS_PATH=false ANSIBLE_COLLECTIONS_PATH="$(COLL_ROOT)" antsibull-docs lint-collection-docs --plugin-docs \
 	  --validate-collection-refs all --disallow-unknown-collection-refs "$(COLL_DIR)" \
 	  || { echo "RESULT: antsibull-docs reported the findings above"; exit 1; }
 	@echo "RESULT: antsibull-docs found nothing"
