@@ -5,10 +5,13 @@ entrypoints/http_server.py, managers/tokenizer_manager.py, utils/watchdog.py, la
 How the real one dies, played here (durations scaled by FAKE_SGLANG_TIME_SCALE like every other one):
 - launch phase (until the first generate request installs the tokenizer manager's handlers): a rank's
   exception SIGQUITs the main process: "Received sigquit from a child process. It usually means the child
-  failed.", kill_process_tree (itself last: SIGKILL). A rank that dies without a word: the main process polls
-  each rank's pipe for 5 s, then checks every rank; the first dead one gives kill_process_tree(include_parent=
-  False) (launch_server.py's finally) and the traceback "RuntimeError: Rank N scheduler died during
-  initialization (exit code: C). ...", exit status 1.
+  failed.", kill_process_tree (itself last: SIGKILL). A rank that dies without a word closes its pipe: the
+  main process's recv() raises EOFError at once, the handler raises "RuntimeError: Rank N scheduler died during
+  initialization (exit code: C). ..." (both tracebacks, chained), launch_server.py's finally runs
+  kill_process_tree(include_parent=False), exit status 1. (A rank that is alive but silent is checked every 5 s.)
+  Children are reaped before the main process ends, so that systemd finds none left to kill, as with the real.
+- a multiprocessing resource tracker (``python -B -c "from multiprocessing.resource_tracker import main;main(N)"``)
+  is a child of the main process beside the ranks and the detokenizer, as in the real tree.
 - serving: the subprocess watchdog (every 1 s) logs "Subprocess scheduler_N (pid=P) crashed with exit code C.
   Triggering SIGQUIT for cleanup..." and SIGQUITs the main process; a rank's exception SIGQUITs it directly.
   The running-phase handler (an event-loop callback that blocks the loop: /health hangs, SIGTERM waits)
@@ -30,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import glob
 import json
+import multiprocessing.connection
 import os
 import random
 import select
@@ -37,8 +41,10 @@ import signal
 import socket
 import threading
 import time
+import traceback
 import urllib.error
 import urllib.request
+from multiprocessing import resource_tracker
 from typing import Any, Dict, List, Optional
 
 from sglang._fake import behaviour as bh
@@ -93,6 +99,19 @@ def kill_process_tree(children: List[int], include_parent: bool = True) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    # psutil's kill_process_tree ends while the children are still dying, but the real main process takes its
+    # time to exit after it: by then they are gone and systemd finds none left to kill. Reap them first.
+    deadline = time.monotonic() + 2.0
+    left = list(children)
+    while left and time.monotonic() < deadline:
+        for pid in list(left):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    left.remove(pid)
+            except ChildProcessError:
+                left.remove(pid)
+        if left:
+            time.sleep(0.02)
     if include_parent:
         os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(5)
@@ -432,6 +451,12 @@ class App:
 
     # --- launch ---------------------------------------------------------------------------------------
     def spawn(self) -> None:
+        # multiprocessing's resource tracker, a child of the main process started before the schedulers
+        # (``python -B -c "from multiprocessing.resource_tracker import main;main(N)"``), as the real one's
+        resource_tracker.ensure_running()
+        tracker = getattr(resource_tracker._resource_tracker, "_pid", None)  # pylint: disable=protected-access
+        if tracker:
+            self.children.append(tracker)
         for rank in range(self.tp_base, self.tp_base + self.local_tp):
             parent_s, child_s = socket.socketpair()
             pid = os.fork()
@@ -464,21 +489,17 @@ class App:
         rank and stop at the first dead one. A rank's SIGQUIT (its exception) interrupts via the handler."""
         period = READY_POLL_SECONDS * self.scale
         for i, s in enumerate(self.rank_socks):
-            buf, eof = b"", False
+            buf = b""
             while True:
                 deadline = time.monotonic() + period
                 while time.monotonic() < deadline:
                     left = max(0.0, deadline - time.monotonic())
-                    if eof:                             # the real pipe gives no EOF: wait for the poll timeout
-                        time.sleep(left)
-                        break
                     r, _w, _x = select.select([s], [], [], left)
                     if not r:
                         break
                     data = s.recv(4096)
-                    if not data:
-                        eof = True
-                        continue
+                    if not data:                        # the rank's end of the pipe closed: it died
+                        self._scheduler_died_eof(i, s)
                     buf += data
                     if b"\n" in buf:
                         break
@@ -492,6 +513,31 @@ class App:
                     code = self.child_code(pid)
                     if code is not None:
                         self._scheduler_died(j, code)
+
+    def _scheduler_died_eof(self, local_rank: int, sock: socket.socket) -> None:
+        """recv() on the pipe of a rank that died raises EOFError; the handler raises _scheduler_died_error(i, ...)
+        with the rank's exit code. The stdlib frames come from a real EOFError of multiprocessing's Connection."""
+        pid = self.rank_pids[local_rank]
+        deadline = time.monotonic() + 1.0
+        code = self.child_code(pid)
+        while code is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+            code = self.child_code(pid)
+        conn = multiprocessing.connection.Connection(os.dup(sock.fileno()))
+        try:
+            conn.recv()
+            frames = ""
+        except EOFError as exc:
+            # the frames below this call (multiprocessing/connection.py): no header, no caller, no error line
+            lines = "".join(traceback.format_exception(exc)).splitlines(True)[1:-1]
+            starts = [k for k, line in enumerate(lines) if line.startswith("  File ")]
+            frames = "".join(lines[starts[1]:]) if len(starts) > 1 else ""
+        finally:
+            conn.close()
+        kill_process_tree(self.live_children(), include_parent=False)
+        log.raw(tracebacks.scheduler_died_eof(local_rank, -signal.SIGKILL if code is None else code, frames,
+                                              self.node_rank))
+        os._exit(1)
 
     def _scheduler_died(self, local_rank: int, code: int) -> None:
         """raise _scheduler_died_error(j, ...): launch_server.py's finally kills the tree (not itself), Python

@@ -222,6 +222,42 @@ def scheduler_died(local_rank: int, code, node_rank: int = 0) -> str:
             "Run `dmesg -T | grep -i oom` to check.\n")
 
 
+def _caret(code: str, expr: str) -> str:
+    """Python 3.11's caret line under ``expr`` in ``code`` (shown when the expression is only part of the line)."""
+    start = code.index(expr)
+    return "    " + " " * start + "^" * len(expr) + "\n"
+
+
+def scheduler_died_eof(local_rank: int, code, eof_frames: str, node_rank: int = 0) -> str:
+    """A scheduler that died during the launch while the main process waited on its pipe (0.5.23
+    entrypoints/engine.py _wait_for_scheduler_ready: ``recv()`` at line 2027 raises EOFError, the handler raises
+    the RuntimeError at line 2029), as Python 3.11 prints the chain. ``eof_frames``: the stdlib frames of a real
+    EOFError of multiprocessing's Connection.recv, from this interpreter (``File ...`` lines with their carets)."""
+    wait = "infos = _wait_for_scheduler_ready(scheduler_pipe_readers, scheduler_procs)"
+    launch = ") = Engine._launch_subprocesses("
+    recv = "data = scheduler_pipe_readers[i].recv()"
+    head = (f'  File "{SITE}/sglang/srt/entrypoints/engine.py", line 2027, in _wait_for_scheduler_ready\n'
+            f"    {recv}\n" + _caret(recv, "scheduler_pipe_readers[i].recv()"))
+    return ("Traceback (most recent call last):\n" + head + eof_frames + "EOFError\n\n"
+            "During handling of the above exception, another exception occurred:\n\n"
+            "Traceback (most recent call last):\n"
+            '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+            '  File "<frozen runpy>", line 88, in _run_code\n' +
+            _fmt([("sglang/launch_server.py", 84, "<module>", "run_server(server_args)"),
+                  ("sglang/launch_server.py", 67, "run_server", "launch_server(server_args)"),
+                  ("sglang/srt/entrypoints/http_server.py", 3156, "launch_server", launch)]) +
+            _caret(launch, "Engine._launch_subprocesses(") +
+            _fmt([("sglang/srt/entrypoints/engine.py", 1236 if node_rank >= 1 else 1350, "_launch_subprocesses",
+                   "scheduler_init_result.wait_for_ready()"),
+                  ("sglang/srt/entrypoints/engine.py", 995, "wait_for_ready", wait)]) +
+            _caret(wait, "_wait_for_scheduler_ready(scheduler_pipe_readers, scheduler_procs)") +
+            _fmt([("sglang/srt/entrypoints/engine.py", 2029, "_wait_for_scheduler_ready",
+                   "raise _scheduler_died_error(i, scheduler_procs[i])")]) +
+            f"RuntimeError: Rank {local_rank} scheduler died during initialization (exit code: {code}). "
+            "If exit code is -9 (SIGKILL), a common cause is the OS OOM killer. "
+            "Run `dmesg -T | grep -i oom` to check.\n")
+
+
 def warmup_failed(error: str, model_info: bool = False) -> str:
     """get_exception_traceback() of _execute_server_warmup's failed assert (entrypoints/http_server.py): on the
     warm-up request (line 2501), or on the last of the 120 /model_info polls (line 2376); ends with an empty

@@ -1,0 +1,166 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Plays one scenario on a lab GPU host with one SGLang (the fake or the real 0.5.23) and prints what it saw as JSON.
+
+Runs ON the lab host (stdlib only): ``python3 diff_probe.py --python PY --model DIR --scenario NAME``. The server
+runs in a transient systemd unit with the settings of the collection's unit (Type=simple, KillMode=mixed,
+SIGTERM, TimeoutStopSec=30, PYTHONUNBUFFERED=1) and the argv the collection renders for a candidate. While it runs,
+every 0.25 s: the status code of each endpoint (1 s to answer), the processes of the unit's cgroup (comm and parent), the unit's
+state. Then the unit's journal, its Result / ExecMainCode / ExecMainStatus and, for a stop, how long the stop took.
+
+Scenarios:
+  serve_stop            the known-good configuration becomes ready, answers one /generate, is stopped
+  sched_killed_serving  the same, then its scheduler is SIGKILLed (as by the OOM killer) while serving
+  killed_at_start       the scheduler is SIGKILLed at start (LAB_SCENARIO=killed with flashinfer_trtllm on SM120)
+  crash_first_forward   flashinfer_trtllm forced on SM120: its MoE kernel raises at the first forward
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+PORT = 30100
+ENDPOINTS = ("/health", "/health_generate", "/model_info", "/server_info", "/v1/models")
+KNOWN_GOOD = ["--moe-runner-backend", "flashinfer_cutlass", "--fp4-gemm-backend", "flashinfer_cudnn"]
+TRTLLM = ["--moe-runner-backend", "flashinfer_trtllm", "--fp4-gemm-backend", "flashinfer_cutlass"]
+SCENARIOS = {
+    "serve_stop": (KNOWN_GOOD, {}),
+    "sched_killed_serving": (KNOWN_GOOD, {}),
+    "killed_at_start": (TRTLLM, {"LAB_SCENARIO": "killed"}),
+    # without CUDA graphs on both, so that the first forward is the warm-up request on both (the real server on the
+    # CPU never captures graphs; the fake, like SGLang on a GPU, would run its first forward in the capture)
+    "crash_first_forward": (TRTLLM + ["--disable-cuda-graph"], {}),
+}
+
+
+def code(path, timeout=1.0, body=None):
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (PORT, path), data=body,
+                                 headers={"Content-Type": "application/json"} if body else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return str(resp.status)
+    except urllib.error.HTTPError as exc:
+        return str(exc.code)
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return "refused" if "refused" in str(reason).lower() else "timeout"
+
+
+def show(unit, *props):
+    out = subprocess.run(["systemctl", "show", unit] + ["-p" + p for p in props], capture_output=True, text=True,
+                         check=False).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def procs(unit):
+    """[(pid, ppid, comm)] of the unit's cgroup."""
+    path = "/sys/fs/cgroup/system.slice/%s/cgroup.procs" % unit
+    out = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            pids = [int(p) for p in handle.read().split()]
+    except OSError:
+        return out
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid, encoding="utf-8") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        out.append((pid, ppid, comm))
+    return out
+
+
+def shape(plist):
+    """'comm<-parent comm' for each process (the main process's parent is systemd: '<-')."""
+    by_pid = dict((pid, comm) for pid, _ppid, comm in plist)
+    return sorted("%s<-%s" % (comm, by_pid.get(ppid, "")) for _pid, ppid, comm in plist)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
+    ap.add_argument("--unit", default="llmdiff")
+    ap.add_argument("--timeout", type=float, default=300)
+    a = ap.parse_args()
+    args, env = SCENARIOS[a.scenario]
+    unit = a.unit + ".service"
+    subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
+    subprocess.run(["systemctl", "reset-failed", unit], capture_output=True, check=False)
+    argv = [a.python, "-m", "sglang.launch_server", "--model-path", a.model, "--served-model-name", "tiny",
+            "--tp-size", "1", "--host", "127.0.0.1", "--port", str(PORT), "--quantization", "modelopt_fp4"]
+    argv += args + ["--disable-custom-all-reduce"]
+    run = ["systemd-run", "--unit", a.unit, "-p", "Type=simple", "-p", "KillMode=mixed",
+           "-p", "KillSignal=SIGTERM", "-p", "SendSIGKILL=yes", "-p", "TimeoutStopSec=30",
+           "-p", "WorkingDirectory=/", "--setenv=PYTHONUNBUFFERED=1"]
+    run += ["--setenv=%s=%s" % kv for kv in sorted(env.items())]
+    started = time.time()
+    subprocess.run(run + ["--"] + argv, check=True, capture_output=True)
+    first = show(unit, "InvocationID")
+    invocation = first.get("InvocationID", "")
+    timeline = []      # (t, phase, {endpoint: code}, [shape], ActiveState)
+    phase, ready_at, fault_at, stop_s, serving_shape = "starting", None, None, None, []
+    answer = None
+    while time.time() - started < a.timeout:
+        now = time.time() - started
+        state = show(unit, "ActiveState", "MainPID")
+        codes = dict((p, code(p)) for p in ENDPOINTS)
+        plist = procs(unit)
+        timeline.append((round(now, 2), phase, codes, shape(plist), state.get("ActiveState")))
+        if state.get("ActiveState") in ("inactive", "failed"):
+            break
+        if phase == "starting" and codes["/health"] == "200" and codes["/v1/models"] == "200":
+            log = subprocess.run(["journalctl", "_SYSTEMD_INVOCATION_ID=%s" % invocation, "-o", "cat", "--no-pager"],
+                                 capture_output=True, text=True, check=False).stdout
+            if "The server is fired up and ready to roll!" in log:
+                phase, ready_at = "serving", now
+                serving_shape = shape(plist)
+                codes = dict((p, code(p, timeout=30.0)) for p in ENDPOINTS)
+                timeline.append((round(time.time() - started, 2), phase, codes, serving_shape, "active"))
+                body = json.dumps({"text": "The capital city of France is",
+                                   "sampling_params": {"max_new_tokens": 8, "temperature": 0}}).encode()
+                answer = code("/generate", timeout=60, body=body)
+                if a.scenario == "serve_stop":
+                    t0 = time.time()
+                    subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
+                    stop_s = round(time.time() - t0, 2)
+                    phase = "stopped"
+                elif a.scenario == "sched_killed_serving":
+                    sched = [pid for pid, _ppid, comm in plist if comm.startswith("sglang::schedul")]
+                    for pid in sched:
+                        os.kill(pid, signal.SIGKILL)
+                    fault_at = time.time() - started
+                    phase = "after_fault"
+                continue
+        time.sleep(0.25)
+    time.sleep(1.0)  # journald's last lines
+    journal = subprocess.run(["journalctl", "_SYSTEMD_INVOCATION_ID=%s" % invocation, "-o", "cat", "--no-pager"],
+                             capture_output=True, text=True, check=False).stdout
+    # systemd's own lines about this invocation: how the main process ended, the unit's result (a unit that ended
+    # cleanly is unloaded at once, so `systemctl show` no longer has them)
+    manager = subprocess.run(["journalctl", "INVOCATION_ID=%s" % invocation, "_PID=1", "-o", "cat", "--no-pager"],
+                             capture_output=True, text=True, check=False).stdout
+    props = {"manager": manager.splitlines()}
+    ended = time.time() - started
+    subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
+    subprocess.run(["systemctl", "reset-failed", unit], capture_output=True, check=False)
+    print(json.dumps({"scenario": a.scenario, "python": a.python, "argv": argv, "env": env, "props": props,
+                      "journal": journal.splitlines(), "timeline": timeline, "ready_at": ready_at,
+                      "fault_at": fault_at, "ended_at": round(ended, 2), "stop_s": stop_s,
+                      "serving_shape": serving_shape, "generate": answer}))
+
+
+if __name__ == "__main__":
+    main()
