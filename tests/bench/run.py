@@ -4,6 +4,7 @@
 """`make bench`: every performance figure of the collection from one run, each beside its goal and anchor.
 
   P1  failure detection latency (event in the server -> await_server_ready's verdict)  tests/bench/detect_latency.py
+      and on the real SGLang 0.5.23 (a scheduler's SIGKILL, on a lab up --real-sglang)    tests/bench/detect_latency_real.py
   P2  seconds spent on candidates ruled out by the arch matrix / the installed SGLang's flags (report JSON)
   P3  collection overhead of a 3-candidate deploy over SSH (wall - the fake servers' own time), by role
   P4  clean-up to verified-free, 8 GPUs held on a host and in a container (holders obey SIGTERM)
@@ -42,6 +43,7 @@ BIN = os.path.dirname(sys.executable)
 LINK_ROOT = os.path.join(ROOT, '.tmp', 'collections')
 LAB_CGROUPS = '/sys/fs/cgroup/unified/llmlab'   # tests/lab/labctl.py: one cgroup per mock host
 RULED_OUT = ('arch_unsupported', 'unknown_flag')
+REAL_VARS = os.path.join(ROOT, 'tests', 'realserver', 'vars.yml')   # the real SGLang 0.5.23 and its tiny model
 
 
 def log(msg):
@@ -153,6 +155,45 @@ class Bench(object):
             self.add('P1', 'detect %s -> %s, n=%d' % (names.get(d['kind'], d['kind']), '/'.join(d['statuses']), d['n']),
                      'median %.2f s, max %.2f s' % (d['median'], d['max']), 'median <= 0.3 s, max <= 1 s',
                      'seeds: 5 s poll (2.5 s median, 5 s max)', d['median'] <= 0.3 and d['max'] <= 1.0)
+
+    def p1_real(self, runs):
+        """P1 on the real SGLang 0.5.23: a fresh lab with the real server on gpu01 (one fake GPU, so one
+        scheduler), one deploy of the known-good configuration to install sglang.service, then
+        tests/bench/detect_latency_real.py on gpu01: RUNS starts of the unit, each with its scheduler SIGKILLed 0 to
+        1 s after the engine_up milestone while the module await_server_ready watches; the time from the kill to
+        the module's verdict."""
+        log('P1 real: lab with the real SGLang on gpu01, %d scheduler kills' % runs)
+        self.lab_down()
+        self.lab('up', '--gpu-count', '1', '--real-sglang', 'gpu01')
+        self.playbook('p1real-deploy', 'playbooks/deploy.yml', 'inventories/lab',
+                      ['-l', 'gpu01', '-e', '@' + REAL_VARS, '-e', '{"sglang_screen": false, "sglang_candidates": []}',
+                       '-e', 'sglang_report_dir=' + os.path.join(self.out, 'p1real-deploy')])
+        script = os.path.join(HERE, 'detect_latency_real.py')
+        command = 'PYTHONPATH=%s %s %s --runs %d --json' % (LINK_ROOT, sys.executable, script, runs)
+        rc, dummy, text = self.sh(LABCTL + ['ssh', 'gpu01', '--', command], 'p1real-detect-latency',
+                                  timeout=300 * runs, check=False)
+        summary = [json.loads(line) for line in text.splitlines() if line.startswith('{')]
+        if rc != 0 or not summary:
+            path = os.path.join(self.out, 'logs', 'p1real-detect-latency.log')
+            raise RuntimeError('P1 real: rc %s, see %s:\n%s' % (rc, path, text[-1500:]))
+        d = summary[-1]
+        counts = ', '.join('%s %d' % kv for kv in sorted(d['statuses'].items()))
+        if not d['n']:
+            raise RuntimeError('P1 real: no run timed (%s)' % counts)
+        # SGLang notices a dead child with its own watchdog thread, which polls once a second (utils/watchdog.py);
+        # the module then reads that line and keeps reading for up to fatal_grace (0.5 s): the goal allows both
+        self.add('P1', 'REAL SGLang 0.5.23: scheduler SIGKILLed 0-%g s after %s -> %s, n=%d of %d' % (
+            d['kill_delay'], d['kill_at'], counts, d['n'], d['runs']), 'median %.2f s, max %.2f s' % (d['median'], d['max']),
+            'median <= 1.5 s, max <= 2 s', "SGLang's 1 s watchdog poll; fake killed above; seeds: 5 s poll",
+            d['median'] <= 1.5 and d['max'] <= 2 and set(d['statuses']) == {'killed'})
+        split = d.get('split') or {}
+        if split:
+            self.notes.append(
+                'P1 real, where the time goes (journal receive time of "Subprocess scheduler_0 ... crashed with exit '
+                'code -9"): kill -> that line %s; that line -> the module\'s verdict %s; log %s' % (tuple(
+                    'median %.2f s, max %.2f s (n=%d)' % (split[k]['median'], split[k]['max'], split[k]['n'])
+                    if k in split else 'not found' for k in ('line_after_kill', 'verdict_after_line')) +
+                    (os.path.join(self.out, 'logs', 'p1real-detect-latency.log'),)))
 
     # ------------------------------------------------------------------ lab phase A: P4, fastest, P2
     def p4_cleanup(self):
@@ -349,7 +390,11 @@ class Bench(object):
         w = min(w, 92)
         print('%-4s %-*s | %-38s | %-26s | %s' % ('id', w, 'figure', 'measured', 'goal', 'anchor'))
         print('-' * (w + 110))
-        for pid, figure, measured, goal, anchor, met in self.rows:
+        # rows of one id together (the real server's P1, measured in the lab phase, beside the fake's)
+        first = {}
+        for i, row in enumerate(self.rows):
+            first.setdefault(row[0], i)
+        for pid, figure, measured, goal, anchor, met in sorted(self.rows, key=lambda r: first[r[0]]):
             verdict = goal + (' met' if met else ' MISSED')
             print('%-4s %-*s | %-38s | %-26s | %s' % (pid, w, figure[:w], measured, verdict, anchor))
         if self.p3_roles:
@@ -369,8 +414,10 @@ def main():
     ap.add_argument('--out', default=os.path.join(ROOT, 'reports', 'bench'))
     ap.add_argument('--runs', type=int, default=20, help='P1 trials per failure class')
     ap.add_argument('--skip-lab', action='store_true', help='only P1 and P5')
-    ap.add_argument('--only', default='', help='comma-separated steps to run (p5, p1, p4, fastest, p3p6, p2, p7); '
-                    'default: all')
+    ap.add_argument('--real-runs', type=int, default=10, help='P1 on the real SGLang: scheduler kills (each a real '
+                    'start of 30 to 90 s)')
+    ap.add_argument('--only', default='', help='comma-separated steps to run (p5, p1, p4, fastest, p3p6, p2, p7, '
+                    'p1real); default: all')
     args = ap.parse_args()
     if os.geteuid() != 0 and not args.skip_lab:
         print('make bench needs root (the lab uses network namespaces and systemd); or run with --skip-lab')
@@ -386,9 +433,14 @@ def main():
     def wanted(name):
         return not only or name in only
 
+    def p1_real():
+        b.p1_real(args.real_runs)
+
     steps = [step for name, step in (('p5', b.p5_loadgen), ('p1', lambda: b.p1_detect(args.runs))) if wanted(name)]
     lab_steps = [step for name, step in (('p4', b.p4_cleanup), ('fastest', b.fastest), ('p3p6', b.p3_p6), ('p2', b.p2),
-                                         ('p7', b.p7)) if wanted(name)]
+                                         ('p7', b.p7), ('p1real', p1_real)) if wanted(name)]
+    # p3p6, p7 and p1real bring up labs of their own; the others share the default lab
+    default_lab = any(wanted(name) for name in ('p4', 'fastest', 'p2'))
     for step in steps:
         try:
             step()
@@ -402,7 +454,8 @@ def main():
             log('lab lock held')
             try:
                 b.lab_down()
-                b.lab('up')
+                if default_lab:
+                    b.lab('up')
                 for step in lab_steps:
                     try:
                         step()
