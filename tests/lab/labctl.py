@@ -31,6 +31,10 @@ STATE = os.path.join(LAB, "state.json")
 KEY = os.path.join(LAB, "ssh", "id_ed25519")
 CGROOT = "/sys/fs/cgroup/unified"
 CGLAB = os.path.join(CGROOT, "llmlab")
+# An unprivileged container's root as Proxmox maps it: uid/gid 0..65535 inside = 100000..165535 on the node.
+IDMAP = (100000, 65536)
+# The machine's root seen through an id-mapped mount (uid 0 -> 100000): the lower layer of unprivileged containers.
+IDMAP_ROOT = os.path.join(LAB, "idmap-root")
 BOOT = os.path.join(HERE, "hostboot.sh")
 SUBNET_PREFIX = "10.77.0."
 SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
@@ -62,6 +66,33 @@ KEEP = {"ssh.service", "sshd.service", "remote-fs.target", "systemd-journald.ser
 
 
 # --------------------------------------------------------------------------- helpers
+def v1_lab_dirs() -> list[str]:
+    """The lab's cgroups in the machine's cgroup v1 memory and devices hierarchies, below this process's own cgroup
+    there (so the lab stays inside whatever limits the caller runs under); [] where there is no such hierarchy."""
+    out = []
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return out
+    for ln in lines:
+        _hid, ctrls, path = ln.split(":", 2)
+        for ctrl in ("memory", "devices"):
+            if ctrl in ctrls.split(",") and os.path.isdir(f"/sys/fs/cgroup/{ctrl}"):
+                base = f"/sys/fs/cgroup/{ctrl}{path.rstrip('/')}"
+                if os.path.basename(base) == "llmlab" or "/llmlab/" in base:
+                    base = base[:base.index("/llmlab")]
+                out.append(os.path.join(base, "llmlab"))
+    return out
+
+
+def mounted(path: str) -> bool:
+    """A mount point in this mount namespace (os.path.ismount misses a bind of a file system's root on that same
+    file system, such as the id-mapped root)."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as f:
+        return any(ln.split()[4] == path for ln in f)
+
+
 def log(msg: str) -> None:
     print(msg, flush=True)
 
@@ -256,7 +287,8 @@ def make_seed(name: str, h: dict, cfg: dict, masks: list[str]) -> str:
                                    h["node"] if role == "container" else name,
                                    h.get("vmid") if role == "container" else None)
         write(os.path.join(seed, "etc/fakegpu/config.json"), json.dumps(gcfg, indent=2) + "\n")
-        os.makedirs(os.path.join(seed, "var/lib/fakegpu/procs"), exist_ok=True)
+        if role != "container":   # a container's is its node's (bound in at boot)
+            os.makedirs(os.path.join(seed, "var/lib/fakegpu/procs"), exist_ok=True)
         write(os.path.join(seed, "usr/bin/nvidia-smi"), wrapper("nvidia_smi"), 0o755)
     if role == "proxmox_node":
         write(os.path.join(seed, "usr/sbin/pct"), wrapper("pct"), 0o755)
@@ -268,10 +300,14 @@ def make_seed(name: str, h: dict, cfg: dict, masks: list[str]) -> str:
                 continue
             vmid = int(c["vmid"])
             n_gpu = int(h.get("gpu_count", 8))
-            conf = (f"arch: amd64\ncores: 32\nfeatures: nesting=1\nhostname: {cn}\nmemory: 262144\n"
+            unpriv = bool(c.get("unprivileged"))
+            conf = (f"arch: amd64\ncores: 32\nfeatures: nesting=1\nhostname: {cn}\nmemory: {int(c.get('memory', 262144))}\n"
                     f"net0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:{vmid % 256:02X},ip={c['ip']}/24,type=veth\n"
-                    "ostype: debian\nrootfs: local-lvm:vm-%d-disk-0,size=200G\nswap: 0\nunprivileged: 0\n"
-                    "lxc.cgroup2.devices.allow: c 195:* rwm\nlxc.cgroup2.devices.allow: c 508:* rwm\n" % vmid)
+                    f"{'' if c.get('onboot', True) else 'onboot: 0' + chr(10)}"
+                    f"ostype: debian\nrootfs: local-lvm:vm-{vmid}-disk-0,size=200G\nswap: 0\nunprivileged: {int(unpriv)}\n"
+                    "lxc.cgroup2.devices.allow: c 195:* rwm\nlxc.cgroup2.devices.allow: c 508:* rwm\n")
+            if unpriv:  # as Proxmox writes a custom id map: root = 100000 on the node
+                conf += (f"lxc.idmap: u 0 {IDMAP[0]} {IDMAP[1]}\nlxc.idmap: g 0 {IDMAP[0]} {IDMAP[1]}\n")
             for i in range(n_gpu):
                 conf += f"lxc.mount.entry: /dev/nvidia{i} dev/nvidia{i} none bind,optional,create=file\n"
             conf += ("lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,create=file\n"
@@ -280,7 +316,7 @@ def make_seed(name: str, h: dict, cfg: dict, masks: list[str]) -> str:
             cts[str(vmid)] = {"name": cn, "hostname": cn, "netns": os.path.join(LAB, "netns", cn),
                               "mnt": os.path.join(LAB, "hosts", cn, "mnt"), "seed": os.path.join(LAB, "hosts", cn, "seed"),
                               "checkout": CHECKOUT, "labdir": LAB, "boot": BOOT, "share": "/var/lib/fakegpu",
-                              "mlenv": bool(c.get("ml_env"))}
+                              "mlenv": bool(c.get("ml_env")), "lower": IDMAP_ROOT if unpriv else "/"}
         write(os.path.join(seed, "etc/pve-fake/lab.json"), json.dumps({"node": name, "containers": cts}, indent=2))
     if h.get("real_sglang"):
         # the real server as sglang_python: the venv is outside the host's root (seen through the overlay's lower
@@ -307,7 +343,7 @@ def make_seed(name: str, h: dict, cfg: dict, masks: list[str]) -> str:
 
 
 # --------------------------------------------------------------------------- network
-def make_netns(name: str, ip: str, bridge: str) -> str:
+def make_netns(name: str, ip: str, bridge: str, unprivileged: bool = False) -> str:
     assert ip.startswith(SUBNET_PREFIX), ip
     nsf = os.path.join(LAB, "netns", name)
     os.makedirs(os.path.dirname(nsf), exist_ok=True)
@@ -321,6 +357,10 @@ def make_netns(name: str, ip: str, bridge: str) -> str:
     run(["nsenter", f"--net={nsf}", "ip", "-batch", "-"], input=(
         "link set lo up\n" f"addr replace {ip}/24 dev eth0\n" "link set eth0 up\n"))
     run(["ip", "link", "set", outer, "master", bridge, "up"])
+    if unprivileged:
+        # the container's network namespace belongs to the machine's user namespace, not the container's: let its
+        # root (uid 100000 here) bind sshd's port 22 there
+        run(["nsenter", f"--net={nsf}", "sysctl", "-q", "-w", "net.ipv4.ip_unprivileged_port_start=0"])
     return nsf
 
 
@@ -330,6 +370,56 @@ def make_bridge(cfg: dict) -> None:
         run(["ip", "link", "add", br, "type", "bridge"])
     run(["ip", "addr", "replace", cfg.get("bridge_ip", "10.77.0.1/24"), "dev", br])
     run(["ip", "link", "set", br, "up"])
+
+
+# --------------------------------------------------------------------------- id-mapped root
+def mount_idmapped_root(target: str, base: int, count: int) -> None:
+    """Mount the machine's root file system (not its submounts) read-only at ``target`` through an id mapping
+    0 -> base for count ids (open_tree + mount_setattr(MOUNT_ATTR_IDMAP) + move_mount; util-linux 2.38 has no
+    X-mount.idmap). Files owned by uid 0 read as uid ``base`` there: an unprivileged container's root owns them."""
+    import ctypes  # noqa: PLC0415
+    if mounted(target):
+        return
+    os.makedirs(target, exist_ok=True)
+    helper = subprocess.Popen(["unshare", "--user", "--", "sleep", "30"])
+    try:
+        own = os.readlink("/proc/self/ns/user")
+        for _attempt in range(500):
+            try:
+                if os.readlink(f"/proc/{helper.pid}/ns/user") != own:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.01)
+        for name in ("uid_map", "gid_map"):
+            with open(f"/proc/{helper.pid}/{name}", "w", encoding="ascii") as f:
+                f.write(f"0 {base} {count}\n")
+        nsfd = os.open(f"/proc/{helper.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        helper.kill()
+        helper.wait()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    class MountAttr(ctypes.Structure):
+        _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                    ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+    def check(rc, what):
+        if rc < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+        return rc
+
+    # x86_64: open_tree 428, move_mount 429, mount_setattr 442
+    tree = check(libc.syscall(428, -100, b"/", 1 | os.O_CLOEXEC), "open_tree /")  # OPEN_TREE_CLONE
+    try:
+        attr = MountAttr(0x00100000 | 0x1, 0, 1 << 18, nsfd)   # MOUNT_ATTR_IDMAP | RDONLY, MS_PRIVATE
+        check(libc.syscall(442, tree, b"", 0x1000, ctypes.byref(attr), ctypes.sizeof(attr)), "mount_setattr")
+        check(libc.syscall(429, tree, b"", -100, target.encode(), 0x4), "move_mount")  # MOVE_MOUNT_F_EMPTY_PATH
+    finally:
+        os.close(tree)
+        os.close(nsfd)
 
 
 # --------------------------------------------------------------------------- up / down
@@ -342,10 +432,17 @@ def boot_host(name: str, h: dict, nsf: str, seed: str) -> dict:
     logf = open(os.path.join(LAB, "hosts", name, "boot.log"), "ab")
     gpus = f"mknod:{int(h.get('gpu_count', 8))}" if h["role"] in ("gpu", "proxmox_node") else "none"
 
+    v1 = [os.path.join(d, name) for d in v1_lab_dirs()]
+    for d in v1:
+        os.makedirs(d, exist_ok=True)
+
     def pre():
         os.setsid()
         with open(os.path.join(cg, "cgroup.procs"), "w") as f:
             f.write("0")
+        for d in v1:    # the node's v1 memory/devices root (its containers' limits go below it)
+            with open(os.path.join(d, "cgroup.procs"), "w") as f:
+                f.write("0")
 
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LAB_CONTAINER": "llmserve-lab",
            "LAB_MLENV": "1" if h.get("ml_env") else ""}
@@ -437,7 +534,9 @@ def cmd_up(a) -> int:
     st = load_state()
     if st.get("hosts"):
         up = [n for n, r in st["hosts"].items() if same_proc(r)]
-        if len(up) == len(st["hosts"]):
+        # a container left stopped at up (onboot 0) need not run
+        wanted = [n for n in st["hosts"] if (st.get("config") or cfg)["hosts"].get(n, {}).get("onboot", True)]
+        if set(wanted) <= set(up):
             log(f"lab already up ({', '.join(up)}); `labctl.py down` first to rebuild")
             return 0
         log(f"lab partly up ({up}); tearing the rest down first")
@@ -446,7 +545,7 @@ def cmd_up(a) -> int:
     if not os.path.exists(KEY):
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "llmserve-lab", "-f", KEY])
     st = {"config": cfg, "hosts": {}, "bridge": cfg.get("bridge", "llmlab0"), "cgroup": CGLAB,
-          "checkout": CHECKOUT, "started": time.time()}
+          "checkout": CHECKOUT, "started": time.time(), "v1_cgroups": v1_lab_dirs()}
     save_state(st)
     masks = sorted((set(MASK) | set(enabled_units())) - KEEP)
     make_bridge(cfg)
@@ -454,7 +553,9 @@ def cmd_up(a) -> int:
     seeds, nsfs = {}, {}
     for n, h in cfg["hosts"].items():
         seeds[n] = make_seed(n, h, cfg, masks)
-        nsfs[n] = make_netns(n, h["ip"], st["bridge"])
+        nsfs[n] = make_netns(n, h["ip"], st["bridge"], bool(h.get("unprivileged")))
+    if any(h.get("unprivileged") for h in cfg["hosts"].values()):
+        mount_idmapped_root(IDMAP_ROOT, *IDMAP)   # before the nodes boot: they see it through the lab dir
     deadline = time.monotonic() + a.timeout
     tops = [n for n, h in cfg["hosts"].items() if h["role"] != "container"]
     for n in tops:
@@ -467,6 +568,13 @@ def cmd_up(a) -> int:
         if h["role"] != "container":
             continue
         node = st["hosts"][h["node"]]
+        if not h.get("onboot", True):   # a stopped container (`onboot: 0`): `pct start VMID` on its node boots it
+            st["hosts"][n] = {"pid": None, "start": None, "node": h["node"], "vmid": h["vmid"], "ip": h["ip"],
+                              "netns": nsfs[n], "role": "container",
+                              "cgroup": os.path.join(CGLAB, h["node"], "lxc", str(h["vmid"]))}
+            save_state(st)
+            log(f"{n}: stopped (onboot 0; `pct start {h['vmid']}` on {h['node']})")
+            continue
         cp = nsenter(node["pid"], ["/usr/sbin/pct", "start", str(h["vmid"])], check=False, timeout=60)
         if cp.returncode != 0:
             raise RuntimeError(f"{n}: pct start {h['vmid']} on {h['node']} failed: {cp.stderr.strip()}")
@@ -539,6 +647,16 @@ def cmd_down(a) -> int:
     if os.path.exists(f"/sys/class/net/{br}"):
         run(["ip", "link", "del", br], check=False)
     rm_cgroup_tree(CGLAB)
+    v1 = sorted(set(st.get("v1_cgroups") or []) | set(v1_lab_dirs()))
+    for d in v1:
+        rm_cgroup_tree(d)
+    if mounted(IDMAP_ROOT):
+        run(["umount", IDMAP_ROOT], check=False)
+    if os.path.isdir(IDMAP_ROOT) and not mounted(IDMAP_ROOT):
+        try:
+            os.rmdir(IDMAP_ROOT)
+        except OSError:
+            pass           # named by leftovers() below when still mounted
     # the per-host dirs (mount points, seeds, logs); keep the ssh key
     shutil.rmtree(os.path.join(LAB, "hosts"), ignore_errors=True)
     forget_ssh_masters()
@@ -546,7 +664,7 @@ def cmd_down(a) -> int:
         os.unlink(STATE)
     except FileNotFoundError:
         pass
-    left = leftovers()
+    left = leftovers(v1)
     if left:
         log("lab down, but left behind: " + "; ".join(left))
         return 1
@@ -554,7 +672,7 @@ def cmd_down(a) -> int:
     return 0
 
 
-def leftovers() -> list[str]:
+def leftovers(v1: list[str] | None = None) -> list[str]:
     out = []
     with open("/proc/self/mountinfo", encoding="utf-8") as f:
         m = [ln.split()[4] for ln in f if LAB in ln.split()[4] or "lab-" in ln]
@@ -563,8 +681,9 @@ def leftovers() -> list[str]:
     links = [d for d in os.listdir("/sys/class/net") if d.startswith("llm")]
     if links:
         out.append(f"links {links}")
-    if os.path.isdir(CGLAB):
-        out.append(f"cgroup {CGLAB}")
+    for d in [CGLAB, *sorted(set(v1 or []) | set(v1_lab_dirs()))]:
+        if os.path.isdir(d):
+            out.append(f"cgroup {d}")
     return out
 
 

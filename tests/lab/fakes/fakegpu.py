@@ -203,6 +203,7 @@ class Holder:
         d = procs_dir()
         os.makedirs(d, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".rec-", dir=d)
+        os.fchmod(fd, 0o644)   # every root on the node reads it, an unprivileged container's (uid 100000) too
         fcntl.flock(fd, fcntl.LOCK_EX)
         self._fd = fd
         self.path = os.path.join(d, f"{self.pid}-{uuid.uuid4().hex[:8]}.json")

@@ -8,6 +8,11 @@ Containers are the ones in /etc/pve/lxc/*.conf; how to boot one is in /etc/pve-f
 (written by labctl). A running container's init PID (this node's PID) is in /run/pve-fake/lxc/VMID.pid.
 The container's processes live in cgroup /lxc/VMID/ns/... (pct exec children in /lxc/VMID/ns/.lxc),
 the start helper in /lxc.monitor/VMID, as on a real node.
+An unprivileged container (`unprivileged: 1`) runs in a user namespace (root = uid 100000 on the node, the
+config's lxc.idmap), its cgroup is delegated to that uid, and its devices allow list (LXC's defaults plus the
+config's lxc.cgroup2.devices.allow lines) and memory limit (`memory:` MiB, `swap: 0`) are enforced by the kernel.
+The lab machine keeps the memory and devices controllers on cgroup v1, so the limits are written to the v1
+hierarchies (memory.limit_in_bytes, devices.deny/allow), mounted on the node at /run/pve-fake/cgroup/.
 """
 from __future__ import annotations
 
@@ -22,6 +27,10 @@ import time
 LAB_JSON = "/etc/pve-fake/lab.json"
 RUN = "/run/pve-fake/lxc"
 CG = "/sys/fs/cgroup"
+CGV1 = "/run/pve-fake/cgroup"
+# LXC's default allow list (lxc common.conf): mknod of any node, the basic character devices, ptys, fuse, tun
+LXC_DEVICES = ["c *:* m", "b *:* m", "c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 1:8 rwm", "c 1:9 rwm", "c 5:0 rwm",
+               "c 5:1 rwm", "c 5:2 rwm", "c 136:* rwm", "c 10:229 rwm", "c 10:200 rwm"]
 USAGE = """USAGE: pct <COMMAND> [ARGS] [OPTIONS]
 
        pct config <vmid>
@@ -67,6 +76,68 @@ def read_conf(vmid: str) -> dict | None:
             k, v = ln.split(":", 1)
             out.setdefault(k.strip(), v.strip())
     return out
+
+
+def conf_all(vmid: str, key: str) -> list[str]:
+    """Every value of a repeated key (lxc.* lines)."""
+    try:
+        with open(conf_path(vmid), encoding="utf-8") as f:
+            return [ln.split(":", 1)[1].strip() for ln in f if ln.split(":", 1)[0].strip() == key and ":" in ln]
+    except FileNotFoundError:
+        return []
+
+
+def idmap(vmid: str) -> tuple[int, int] | None:
+    """(host base, count) of an unprivileged container's uid map (lxc.idmap: u 0 100000 65536)."""
+    if (read_conf(vmid) or {}).get("unprivileged") != "1":
+        return None
+    for v in conf_all(vmid, "lxc.idmap"):
+        kind, inner, outer, count = v.split()
+        if kind == "u" and inner == "0":
+            return int(outer), int(count)
+    return 100000, 65536
+
+
+def v1_dir(ctrl: str) -> str | None:
+    """The node's cgroup v1 hierarchy of a controller (mounted on first use), or None without one."""
+    path = os.path.join(CGV1, ctrl)
+    if not os.path.ismount(path):
+        os.makedirs(path, exist_ok=True)
+        if subprocess.run(["mount", "-t", "cgroup", "-o", ctrl, f"lab-{ctrl}", path], check=False,
+                          stderr=subprocess.DEVNULL).returncode != 0:
+            return None
+    return path
+
+
+def v1_write(path: str, name: str, value: str) -> None:
+    with open(os.path.join(path, name), "w", encoding="utf-8") as f:
+        f.write(value)
+
+
+def set_limits(vmid: str) -> list[str]:
+    """Make the container's v1 memory and devices cgroups and write its limits; -> their paths."""
+    out = []
+    mem, dev = v1_dir("memory"), v1_dir("devices")
+    if mem:
+        p = os.path.join(mem, "lxc", vmid)
+        os.makedirs(p, exist_ok=True)
+        limit = int((read_conf(vmid) or {}).get("memory", "512")) * 1048576
+        v1_write(p, "memory.limit_in_bytes", str(limit))
+        if os.path.exists(os.path.join(p, "memory.memsw.limit_in_bytes")):
+            v1_write(p, "memory.memsw.limit_in_bytes", str(limit))   # swap: 0
+        out.append(p)
+    if dev:
+        p = os.path.join(dev, "lxc", vmid)
+        os.makedirs(p, exist_ok=True)
+        v1_write(p, "devices.deny", "a")
+        for rule in LXC_DEVICES + conf_all(vmid, "lxc.cgroup2.devices.allow"):
+            v1_write(p, "devices.allow", rule)
+        out.append(p)
+    return out
+
+
+def limit_dirs(vmid: str) -> list[str]:
+    return [p for p in (os.path.join(CGV1, c, "lxc", vmid) for c in ("memory", "devices")) if os.path.isdir(p)]
 
 
 def no_conf(vmid: str) -> int:
@@ -203,8 +274,13 @@ def cmd_exec(args: list[str]) -> int:
     if not rest:
         return die("missing command at /usr/share/perl5/PVE/CLI/pct.pm line 183.")
     join_cgroup(f"lxc/{vmid}/ns/.lxc")
-    # lxc-attach: enter every namespace of the container's init; argv, no shell; exit status passed through
-    cp = subprocess.run(["nsenter", "-t", str(pid), "-m", "-u", "-i", "-n", "-p", "-C", "-r", "-w", "--", *rest], check=False)
+    for p in limit_dirs(vmid):    # lxc-attach: the container's memory limit and devices list hold for it too
+        v1_write(p, "cgroup.procs", "0")
+    # lxc-attach: enter every namespace of the container's init (its user namespace too: uid 0 there); argv, no
+    # shell; exit status passed through
+    userns = ["-U"] if idmap(vmid) else []
+    cp = subprocess.run(["nsenter", "-t", str(pid), *userns, "-m", "-u", "-i", "-n", "-p", "-C", "-r", "-w", "--",
+                         *rest], check=False)
     rc = cp.returncode
     return 128 - rc if rc < 0 else rc
 
@@ -225,15 +301,32 @@ def cmd_start(args: list[str]) -> int:
     os.makedirs(mondir, exist_ok=True)
     os.makedirs(os.path.join(CG, "lxc", vmid, "ns"), exist_ok=True)
     os.makedirs(c["mnt"], exist_ok=True)
+    ids = idmap(vmid)
+    limits = []
+    if ids:
+        # LXC delegates an unprivileged container's cgroup to its root (systemd inside manages it)
+        ns = os.path.join(CG, "lxc", vmid, "ns")
+        for f in ("", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"):
+            os.chown(os.path.join(ns, f), ids[0], ids[0])
+        limits = set_limits(vmid)
+        # the fake driver's state, shared with the containers: their holders' records are written there by the
+        # container's root, uid 100000 on this node
+        for d in c.get("share", "").split():
+            if os.path.isdir(os.path.join(d, "procs")):
+                os.chmod(os.path.join(d, "procs"), 0o1777)
     logf = open(os.path.join(os.path.dirname(c["mnt"]), "boot.log"), "ab")
 
     def pre():
         os.setsid()
         with open(os.path.join(CG, "lxc", vmid, "ns", "cgroup.procs"), "w", encoding="utf-8") as f:
             f.write("0")
+        for lp in limits:
+            v1_write(lp, "cgroup.procs", "0")
 
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LAB_CONTAINER": "lxc", "LAB_SHARE": c.get("share", ""),
            "LAB_MLENV": "1" if c.get("mlenv") else ""}
+    if ids:
+        env.update(LAB_IDMAP=f"{ids[0]} {ids[1]}", LAB_LOWER=c["lower"])
     p = subprocess.Popen(["nsenter", f"--net={c['netns']}", "--", "unshare", "--pid", "--mount", "--uts", "--ipc",
                           "--cgroup", "--fork", "--", c["boot"], c["hostname"], c["mnt"], c["seed"], c["checkout"],
                           c["labdir"], "bind"], stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
@@ -293,6 +386,15 @@ def cleanup(vmid: str, pid: int, timeout: float = 10) -> None:
         os.rmdir(os.path.join(CG, "lxc.monitor", vmid))
     except OSError:
         pass
+    for p in limit_dirs(vmid):
+        for _attempt in range(100):
+            try:
+                os.rmdir(p)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
 
 
 def cmd_stop(args: list[str]) -> int:

@@ -95,8 +95,8 @@ def test_container_holder_seen_from_node_with_node_pid(lab):
 
 def test_pct_list_status_exec(lab):
     out = ssh("pve01", "pct list").stdout
-    assert out == "%-10s %-10s %-12s %-20s\n%-10s %-10s %-12s %-20s\n" % (
-        "VMID", "Status", "Lock", "Name", "129", "running", "", "ct129")
+    assert out == "%-10s %-10s %-12s %-20s\n" * 3 % (
+        "VMID", "Status", "Lock", "Name", "129", "running", "", "ct129", "130", "stopped", "", "ct130")
     assert ssh("pve01", "pct status 129").stdout == "status: running\n"
     verbose = ssh("pve01", "pct status 129 --verbose").stdout.splitlines()
     assert verbose == sorted(verbose) and "type: lxc" in verbose and any(v.startswith("pid: ") for v in verbose)
