@@ -6,8 +6,9 @@
 Runs ON the lab host (stdlib only): ``python3 diff_probe.py --python PY --model DIR --scenario NAME``. The server
 runs in a transient systemd unit with the settings of the collection's unit (Type=simple, KillMode=mixed,
 SIGTERM, TimeoutStopSec=30, PYTHONUNBUFFERED=1) and the argv the collection renders for a candidate. While it runs,
-every 0.25 s: the status code of each endpoint (1 s to answer), the processes of the unit's cgroup (comm and parent), the unit's
-state. Then the unit's journal, its Result / ExecMainCode / ExecMainStatus and, for a stop, how long the stop took.
+every 0.25 s: the status code of each endpoint (1 s to answer; /health and /health_generate, which take at
+least 1 s when up, in a thread of their own with 3 s), the processes of the unit's cgroup (comm and parent), the
+unit's state. Then the unit's journal, systemd's lines about how it ended and, for a stop, how long it took.
 
 Scenarios:
   serve_stop            the known-good configuration becomes ready, answers one /generate, is stopped
@@ -23,12 +24,15 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 
 PORT = 30100
-ENDPOINTS = ("/health", "/health_generate", "/model_info", "/server_info", "/v1/models")
+ENDPOINTS = ("/model_info", "/server_info", "/v1/models")
+# a 1-token generation that sleeps at least 1 s when the server is up (FACTS.md): asked in a thread of its own
+HEALTH = ("/health", "/health_generate")
 KNOWN_GOOD = ["--moe-runner-backend", "flashinfer_cutlass", "--fp4-gemm-backend", "flashinfer_cudnn"]
 TRTLLM = ["--moe-runner-backend", "flashinfer_trtllm", "--fp4-gemm-backend", "flashinfer_cutlass"]
 SCENARIOS = {
@@ -112,6 +116,18 @@ def main():
     invocation = first.get("InvocationID", "")
     timeline = []      # (t, phase, {endpoint: code}, [shape], ActiveState)
     phase, ready_at, fault_at, stop_s, serving_shape = "starting", None, None, None, []
+    state_box = {"phase": "starting", "done": False}
+
+    def health_poll():
+        while not state_box["done"]:
+            for path in HEALTH:
+                ph = state_box["phase"]
+                got = code(path, timeout=3.0)
+                timeline.append((round(time.time() - started, 2), ph, {path: got}, [], ""))
+            time.sleep(0.25)
+
+    poller = threading.Thread(target=health_poll, daemon=True)
+    poller.start()
     answer = None
     while time.time() - started < a.timeout:
         now = time.time() - started
@@ -121,13 +137,15 @@ def main():
         timeline.append((round(now, 2), phase, codes, shape(plist), state.get("ActiveState")))
         if state.get("ActiveState") in ("inactive", "failed"):
             break
-        if phase == "starting" and codes["/health"] == "200" and codes["/v1/models"] == "200":
+        state_box["phase"] = phase
+        if phase == "starting" and codes["/v1/models"] == "200":
             log = subprocess.run(["journalctl", "_SYSTEMD_INVOCATION_ID=%s" % invocation, "-o", "cat", "--no-pager"],
                                  capture_output=True, text=True, check=False).stdout
             if "The server is fired up and ready to roll!" in log:
                 phase, ready_at = "serving", now
+                state_box["phase"] = phase
                 serving_shape = shape(plist)
-                codes = dict((p, code(p, timeout=30.0)) for p in ENDPOINTS)
+                codes = dict((p, code(p, timeout=30.0)) for p in ENDPOINTS + HEALTH)
                 timeline.append((round(time.time() - started, 2), phase, codes, serving_shape, "active"))
                 body = json.dumps({"text": "The capital city of France is",
                                    "sampling_params": {"max_new_tokens": 8, "temperature": 0}}).encode()
@@ -137,14 +155,17 @@ def main():
                     subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
                     stop_s = round(time.time() - t0, 2)
                     phase = "stopped"
+                    state_box["phase"] = phase
                 elif a.scenario == "sched_killed_serving":
                     sched = [pid for pid, _ppid, comm in plist if comm.startswith("sglang::schedul")]
                     for pid in sched:
                         os.kill(pid, signal.SIGKILL)
                     fault_at = time.time() - started
                     phase = "after_fault"
+                    state_box["phase"] = phase
                 continue
         time.sleep(0.25)
+    state_box["done"] = True
     time.sleep(1.0)  # journald's last lines
     journal = subprocess.run(["journalctl", "_SYSTEMD_INVOCATION_ID=%s" % invocation, "-o", "cat", "--no-pager"],
                              capture_output=True, text=True, check=False).stdout

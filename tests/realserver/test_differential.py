@@ -14,7 +14,7 @@ them, in a transient unit with the collection's unit settings and the argv it re
   to kill when it ended (a fake that leaves its children behind would hide a clean-up bug);
 - the processes of the unit while serving, as ``comm<-parent comm``;
 - the status codes of /health, /health_generate, /model_info, /server_info, /v1/models (every 0.25 s) while
-  starting, once serving, after the fault, in the order they first appear;
+  starting (in the order they first appear), once serving, and the last ones after the fault or the stop;
 - the stop's duration (SIGTERM while idle) and how long the main process lingers after its scheduler is killed.
 
 A difference fails the test unless ALLOWED gives it a reason.
@@ -35,7 +35,8 @@ CHECKOUT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
 sys.path.insert(0, os.path.join(CHECKOUT, ".tmp", "collections"))
 from labsession import lab_session  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log  # noqa: E402  pylint: disable=wrong-import-position
+# pylint: disable-next=wrong-import-position
+from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log  # noqa: E402
 
 LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py")]
 IMPLS = {"fake": "/root/ml-env/bin/python3", "real": "/var/lib/llmserve-lab/sglang-0.5.23/bin/python3"}
@@ -49,6 +50,12 @@ ALLOWED_FAKE_ONLY_TOKENS = {
                                   "off; SGLang 0.5.23 on a GPU logs 'Capture target decode CUDA graph begin.' before "
                                   "'Engine startup timings', as the fake does",
     "milestone:cuda_graph": "the same: 'Capture target decode CUDA graph end.'",
+}
+# Processes systemd may find left at the end on either side, and why.
+ALLOWED_LEFT = {
+    "python3 by SIGKILL": "multiprocessing's resource tracker: the real main process's kill of its tree races the "
+                          "tracker's own exit when its pipe closes (the same scenario on the real server showed it "
+                          "left for systemd once and gone before once)",
 }
 ALLOWED = {}
 RESULTS = []
@@ -91,15 +98,22 @@ def ending(manager):
 
 
 def codes(timeline):
-    """phase -> endpoint -> the codes in the order they first appear ('timeout': no answer within the probe's
-    limit, which depends on how busy the 2 cores are: left out)."""
+    """phase -> endpoint -> codes. While starting: the codes in the order they first appear (a health 200 is left
+    out: it comes with the ready line). Serving: the one answer to each endpoint at the ready line. After the fault
+    or the stop: the last answer (what a client is left with; which endpoint still got a 200 in the second before
+    SGLang's watchdog noticed is luck of the sampling). 'timeout' (no answer within the probe's limit, which
+    depends on how busy the 2 cores are) is left out."""
     out = {}
-    for _t, phase, seen, _shape, _state in timeline:
+    for _t, phase, seen, _shape, state in timeline:
+        if phase == "serving" and not state:
+            continue        # the health thread's answers while the probe acts on the ready server
         for endpoint, code in seen.items():
-            if code == "timeout":
-                continue
+            if code == "timeout" or (phase == "starting" and code == "200" and endpoint.startswith("/health")):
+                continue    # a health 200 comes with the ready line: whether a sample lands before it is luck
             lst = out.setdefault(phase, {}).setdefault(endpoint, [])
-            if code not in lst:
+            if phase in ("after_fault", "stopped"):
+                lst[:] = [code]
+            elif code not in lst:
                 lst.append(code)
     return out
 
@@ -116,8 +130,11 @@ def summary(obs):
     main, result, killed = ending(obs["props"]["manager"])
     out = {"log": tokens(obs["journal"]), "main process": main, "unit result": result, "left for systemd": killed,
            "tree while serving": obs["serving_shape"], "status codes": codes(obs["timeline"])}
+    out["left for systemd"] = [p for p in killed if p not in ALLOWED_LEFT]
     if obs["stop_s"] is not None:
-        out["stop (SIGTERM, idle)"] = "within 5 s" if obs["stop_s"] <= 5 else "%.0f s" % obs["stop_s"]
+        # SGLang notices SIGTERM at its sigterm watchdog's next 5-s tick, drains, shuts down: 2.7 s and 6 s seen on
+        # the real server idle; the collection's bound is TimeoutStopSec=30
+        out["stop (SIGTERM, idle)"] = "within 8 s" if obs["stop_s"] <= 8 else "%.0f s" % obs["stop_s"]
     if obs["fault_at"] is not None:
         linger = obs["ended_at"] - obs["fault_at"]
         # SGLang: the watchdog's 1-s tick, SIGQUIT, 5 s of sleep before the crash diagnostics, then the kill
