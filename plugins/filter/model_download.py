@@ -10,9 +10,9 @@ __metaclass__ = type
 from ansible_collections.llmserve.sglang.plugins.module_utils import model_download as download_utils
 
 
-def model_download_errors(repo_id, revision, cache, env=None, python=None):
+def model_download_errors(repo_id, revision, cache, env=None, python=None, hf_found=None):
     """The problems with the download's inputs, each naming the variable and the fix; empty when fine."""
-    return download_utils.errors(repo_id, revision, cache, (env or {}).get('HF_ENDPOINT'), python)
+    return download_utils.errors(repo_id, revision, cache, (env or {}).get('HF_ENDPOINT'), python, hf_found)
 
 
 def model_download_dir(repo_id, cache):

@@ -34,8 +34,9 @@ def local_dir(cache, repo_id):
     return os.path.join(str(cache).rstrip('/'), *str(repo_id).split('/'))
 
 
-def errors(repo_id, revision, cache, endpoint, python):
-    """The problems with the download's inputs, each naming the variable and the fix; empty when fine."""
+def errors(repo_id, revision, cache, endpoint, python, hf_found=None):
+    """The problems with the download's inputs, each naming the variable and the fix; empty when fine.
+    ``hf_found``: whether the host has the ``hf`` command beside ``python`` (None: not known yet)."""
     out = []
     if not model_check.REPO_ID_RE.match(str(repo_id or '')) or '..' in str(repo_id):
         out.append('sglang_model_path=%s: with sglang_model_download: true give a hub repo id (owner/name), or set '
@@ -52,6 +53,8 @@ def errors(repo_id, revision, cache, endpoint, python):
     if not str(python or '').startswith('/'):
         out.append('sglang_python=%s: give the absolute path of the venv\'s python; its hf command downloads'
                    % (python,))
+    elif hf_found is False:
+        out.append(no_hf(python))
     return out
 
 

@@ -17,11 +17,9 @@ from __future__ import absolute_import, division, print_function
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
 
@@ -29,8 +27,8 @@ from conftest import CHECKOUT, SNAPSHOT, playbook_env, ssh
 
 sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
 import wheels  # noqa: E402  pylint: disable=wrong-import-position
+from labsession import BRIDGE, bridge_server, free_bridge_port  # noqa: E402  pylint: disable=wrong-import-position
 
-BRIDGE = "10.77.0.1"  # the controller's address on the lab bridge llmlab0
 HOST = "gpu01"
 VENV = "/root/llmserve-install-test"
 PYTHON = VENV + "/bin/python3"
@@ -38,40 +36,21 @@ PYPI_SERVER = os.path.join(CHECKOUT, ".venv", "bin", "pypi-server")
 ANSIBLE_PLAYBOOK = os.path.join(CHECKOUT, ".venv", "bin", "ansible-playbook")
 
 
-def _free_port():
-    sock = socket.socket()
-    sock.bind((BRIDGE, 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
-
-
 @pytest.fixture(scope="module")
 def index(lab_up):  # pylint: disable=unused-argument,redefined-outer-name
     """pypiserver on BRIDGE:PORT serving the test wheels; -> its simple URL. The throwaway venv is removed after."""
     folder = tempfile.mkdtemp(prefix="llmserve-it-wheels-")
     wheels.build_all(folder, ("0.5.23", "0.5.24"))
-    port = _free_port()
-    log = open(os.path.join(folder, "pypiserver.log"), "w", encoding="utf-8")  # pylint: disable=consider-using-with
-    proc = subprocess.Popen([PYPI_SERVER, "run", "-i", BRIDGE, "-p", str(port), "-a", ".", "-P", ".",
-                             "--disable-fallback", folder], stdout=log, stderr=subprocess.STDOUT)
-    url = "http://%s:%d/simple/" % (BRIDGE, port)
-    try:
-        deadline = time.time() + 20
-        while True:
-            try:
-                socket.create_connection((BRIDGE, port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.time() < deadline, open(log.name, encoding="utf-8").read()
-                time.sleep(0.2)
+
+    def argv(port):
+        return [PYPI_SERVER, "run", "-i", BRIDGE, "-p", str(port), "-a", ".", "-P", ".", "--disable-fallback", folder]
+
+    with bridge_server(argv, os.path.join(folder, "pypiserver.log"), timeout=20) as port:
         ssh(HOST, "rm -rf %s" % VENV)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
-        ssh(HOST, "rm -rf %s" % VENV, check=False)
+        try:
+            yield "http://%s:%d/simple/" % (BRIDGE, port)
+        finally:
+            ssh(HOST, "rm -rf %s" % VENV, check=False)
 
 
 def run(url, version, extra=None, args=(), playbook="playbooks/install.yml"):
@@ -148,7 +127,7 @@ def test_install_upgrade_and_failures(index, results):  # pylint: disable=redefi
     results.add("install", "a version the index does not have", "failed: sglang==0.5.99 is not on the index; venv keeps 0.5.24")
 
     # an index that cannot be reached (nothing listens on that port): a clear error, the venv as it was
-    dead = "http://%s:%d/simple/" % (BRIDGE, _free_port())
+    dead = "http://%s:%d/simple/" % (BRIDGE, free_bridge_port())
     rc, out = run(dead, "0.5.23", {"sglang_pip_extra_args": ["--retries", "0", "--timeout", "5"]})
     assert rc != 0
     assert "the package index %s cannot be reached" % dead in out and "the venv is as it was" in out, out[-3000:]

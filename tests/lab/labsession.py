@@ -14,13 +14,51 @@ import fcntl
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py")]
 LOCK = "/var/tmp/llmserve-lab.lock"
+BRIDGE = "10.77.0.1"  # the controller's address on the lab bridge llmlab0 (the lab's hosts reach it)
+
+
+def free_bridge_port():
+    """A TCP port nothing listens on at BRIDGE now."""
+    sock = socket.socket()
+    sock.bind((BRIDGE, 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+@contextlib.contextmanager
+def bridge_server(make_argv, log_path, cwd=None, timeout=30):
+    """A server on the lab bridge for the lab's hosts (a package index, a model hub mirror): ``make_argv(port)`` ->
+    its argv; started with its output in ``log_path``, waited for until it listens; -> the port. Ended (SIGTERM to
+    the process it started) at the end."""
+    port = free_bridge_port()
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(make_argv(port), cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.time() + timeout
+            while True:
+                try:
+                    socket.create_connection((BRIDGE, port), timeout=1).close()
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.time() > deadline:
+                        with open(log_path, encoding="utf-8") as handle:
+                            raise AssertionError("%s did not listen on %s:%d: %s" % (
+                                make_argv(port)[0], BRIDGE, port, handle.read()[-3000:]))
+                    time.sleep(0.2)
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
 
 
 @contextlib.contextmanager

@@ -30,7 +30,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,8 @@ import pytest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lab"))
-from labsession import lab_session, recap, run_playbook  # noqa: E402  pylint: disable=wrong-import-position
+# pylint: disable-next=wrong-import-position
+from labsession import BRIDGE, bridge_server, lab_session, recap, run_playbook  # noqa: E402
 
 CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VARS = os.path.join(CHECKOUT, "tests", "realserver", "vars.yml")
@@ -284,18 +284,9 @@ def group_cleanup_ends_every_rank(ranks):
     print(RESULTS[-1])
 
 
-BRIDGE = "10.77.0.1"  # the controller's address on the lab bridge llmlab0
 REPO = "llmlab/tiny-qwen2-chat"
 TOKEN = "hf_llmlabDownloadToken0123456789"
 MODEL_DIR = "/var/lib/llmserve-lab/models/tiny-qwen2-chat"  # the tiny model the hosts load by path elsewhere
-
-
-def _free_port():
-    sock = socket.socket()
-    sock.bind((BRIDGE, 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 @pytest.fixture(scope="module")
@@ -312,27 +303,19 @@ def mirror(lab):  # pylint: disable=unused-argument,redefined-outer-name
     subprocess.run(["git", "init", "-q", "-b", "main", repo], check=True)
     subprocess.run(git + ["add", "-A"], check=True)
     subprocess.run(git + ["commit", "-q", "-m", "tiny model"], check=True)
-    port = _free_port()
-    with open(os.path.join(folder, "olah.toml"), "w", encoding="utf-8") as handle:
-        handle.write('[basic]\nhost = "%s"\nport = %d\nrepos-path = "%s/cache"\nmirror-scheme = "http"\n'
-                     'mirror-netloc = "%s:%d"\nmirror-lfs-netloc = "%s:%d"\nmirrors-path = ["%s/mirrors"]\n'
-                     '[accessibility]\noffline = true\n' % (BRIDGE, port, folder, BRIDGE, port, BRIDGE, port, folder))
-    log = open(os.path.join(folder, "olah.log"), "w", encoding="utf-8")  # pylint: disable=consider-using-with
-    proc = subprocess.Popen([olah, "-c", "olah.toml"], cwd=folder, stdout=log, stderr=subprocess.STDOUT)
+
+    def argv(port):
+        with open(os.path.join(folder, "olah.toml"), "w", encoding="utf-8") as handle:
+            netloc = "%s:%d" % (BRIDGE, port)
+            handle.write('[basic]\nhost = "%s"\nport = %d\nrepos-path = "%s/cache"\nmirror-scheme = "http"\n'
+                         'mirror-netloc = "%s"\nmirror-lfs-netloc = "%s"\nmirrors-path = ["%s/mirrors"]\n'
+                         '[accessibility]\noffline = true\n' % (BRIDGE, port, folder, netloc, netloc, folder))
+        return [olah, "-c", "olah.toml"]
+
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                socket.create_connection((BRIDGE, port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.time() < deadline, open(log.name, encoding="utf-8").read()
-                time.sleep(0.3)
-        yield "http://%s:%d" % (BRIDGE, port)
+        with bridge_server(argv, os.path.join(folder, "olah.log"), cwd=folder, timeout=60) as port:
+            yield "http://%s:%d" % (BRIDGE, port)
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        log.close()
         shutil.rmtree(folder, ignore_errors=True)
 
 
