@@ -3,8 +3,9 @@
 A child process plays the server: it writes start-up lines to a log file, then, when the
 bench sends it SIGUSR1, it writes a scheduler traceback and SIGKILLs itself (SGLang's own
 crash path); or the bench SIGKILLs it with nothing in the log (OOM killer); or, on SIGUSR2,
-it writes a fatal line and stays alive.  The wait loop runs in this process, on the log file +
-the PID, with the module's defaults (poll_interval 0.1 s).  Latency = return time - event time.
+it writes a fatal line and stays alive.  The wait loop (``wait()`` of module_utils/_readiness.py)
+runs in this process, on the log file + the PID, with the module's defaults (poll_interval 0.1 s).
+Latency = return time - event time.
 
   PYTHONPATH=/tmp/ac python3 tests/bench/detect_latency.py --runs 10
 """
@@ -18,8 +19,9 @@ import tempfile
 import threading
 import time
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import _readiness
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log
-from ansible_collections.llmserve.sglang.plugins.modules import await_server_ready as asr
+from ansible_collections.llmserve.sglang.plugins.module_utils.logsource import FileLog
 
 CHILD = r'''
 import os, signal, sys, time
@@ -52,11 +54,11 @@ def one(kind, tmp, start_wait=0.5, pre_event=1.0):
     time.sleep(start_wait)
     p = {'poll_interval': 0.1, 'start_time': time.time(), 'timeout': 60, 'hang_timeout': 60, 'unhealthy_timeout': 60,
          'require_ready_line': True, 'step': 0}
-    p.update(asr.TIMING)   # the module's own read windows
+    p.update(_readiness.TIMING)   # the module's own read windows
     out = {}
 
     def run():
-        out['res'] = asr.wait(None, p, asr.PidWatch(child.pid), asr.FileLog(path), None, st)
+        out['res'] = _readiness.wait(p, _readiness.PidWatch(child.pid), FileLog(path), None, st)
         out['t'] = time.time()
     st = sglang_log.LogState()
     th = threading.Thread(target=run)
