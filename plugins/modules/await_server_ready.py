@@ -110,6 +110,25 @@ options:
       - Call the module again with the returned O(cursor) to continue.
     type: float
     default: 0
+  progress:
+    description:
+      - When greater than 0, the task waits until a decision, however long the load, and prints a progress line
+        (the last milestone and the seconds since the server started) on the controller every O(progress) seconds.
+      - The action plugin calls the module again with its RV(cursor) until the status is no longer C(loading). Each
+        call waits up to O(step) seconds (default 60; a group's members O(progress) seconds).
+    type: float
+    default: 0
+  progress_label:
+    description:
+      - What the progress lines name, for example the candidate; default O(service_name).
+    type: str
+  group:
+    description:
+      - With O(progress), the serving group this host belongs to (as the P(llmserve.sglang.preflight#role) role
+        describes it - C(name), C(head), C(members) with C(host) and C(rank)).
+      - The members that wait at the same time share their latest status on the controller, so that a member still
+        loading stops as soon as another rank has failed, and a ready member is watched until the group is ready.
+    type: dict
   cursor:
     description:
       - The RV(cursor) returned by the previous call, to continue it.
@@ -189,6 +208,10 @@ options:
         type: float
         default: 60
 attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+    support: full
+    details: The action plugin repeats the module's call for O(progress) and prints the progress lines.
   check_mode:
     support: full
     details: Nothing is changed in any mode. In check mode the state is inspected once and returned without waiting.
@@ -365,6 +388,9 @@ def main():
             hang_timeout=dict(type='float', default=600),
             unhealthy_timeout=dict(type='float', default=60),
             step=dict(type='float', default=0),
+            progress=dict(type='float', default=0),
+            progress_label=dict(type='str'),
+            group=dict(type='dict'),
             cursor=dict(type='str'),
             since=dict(type='str'),
             start_time=dict(type='float'),

@@ -11,6 +11,8 @@
   P5  load generator accuracy, 64 streams at 2,500 tok/s                               tests/bench/loadgen_accuracy.py
   P6  deploy wall time to 8 GPU hosts vs 1 (tests/bench/lab-8gpu.yml)
   P7  tests/bench/p7_screen.py, when it exists (run under the same lock, LLMSERVE_LAB_LOCK_HELD=1)
+  P8  controller CPU of awaiting a 30-minute model load against a 1-minute one, time-scaled 20x
+      (tests/bench/await_cost/await_cost.yml), beside an idle task of the same lengths
 
 Also: a `sglang_selection: fastest` deploy (tests/bench/vars/fastest.yml) whose report (Markdown + SVG, GPU power and
 utilisation sampled during each level) lands in reports/bench/fastest/.
@@ -256,6 +258,30 @@ class Bench(object):
                  'the fastest ready candidate', 'first_ready would serve the first good one', ok)
         self.notes.append('fastest deploy: %.1f s wall; report %s/report.md, chart %s/benchmark.svg' % (wall, rep, rep))
 
+    def p8_await_cost(self):
+        """The controller's CPU for one await task over a time-scaled load: 1 and 30 minutes, 20 times faster.
+
+        Progress every 0.5 s and a module call every 3 s stand for a deploy's 10 s and 60 s; the loads last 3 s and
+        90 s. An idle task (``sleep``) of the same lengths gives what any task that long costs the controller.
+        """
+        log('P8: controller CPU of a time-scaled 1-minute and 30-minute load (20x)')
+        inv = os.path.join(ROOT, 'inventories', 'lab')
+        cost = {}
+        for minutes, load in ((1, 3), (30, 90)):
+            self.sh([os.path.join(BIN, 'ansible-playbook'), os.path.join(HERE, 'await_cost', 'await_cost.yml'), '-i', inv,
+                     '-e', 'bench_load_seconds=%d' % load, '-e', 'bench_progress=0.5', '-e', 'bench_step=3'],
+                    'p8-await-%dmin' % minutes, env=self.ansible_env())
+            cost[('await', minutes)] = self.last_cpu
+            self.sh([os.path.join(BIN, 'ansible-playbook'), os.path.join(HERE, 'await_cost', 'idle.yml'), '-i', inv,
+                     '-e', 'bench_seconds=%d' % (load + 3)], 'p8-idle-%dmin' % minutes, env=self.ansible_env())
+            cost[('idle', minutes)] = self.last_cpu
+        extra = cost[('await', 30)] - cost[('await', 1)]
+        idle = cost[('idle', 30)] - cost[('idle', 1)]
+        self.add('P8', 'await a 30-min load vs a 1-min one, controller CPU (20x time-scaled; %.1f s vs %.1f s)' % (
+            cost[('await', 30)], cost[('await', 1)]), '+%.1f s (an idle task as long: +%.1f s)' % (extra, idle),
+            '<= +2 s over the idle task', 'a task file that includes itself per line: grows with nesting',
+            extra - idle <= 2)
+
     def p2(self):
         spent = 0.0
         names = []
@@ -416,7 +442,7 @@ def main():
     ap.add_argument('--skip-lab', action='store_true', help='only P1 and P5')
     ap.add_argument('--real-runs', type=int, default=10, help='P1 on the real SGLang: scheduler kills (each a real '
                     'start of 30 to 90 s)')
-    ap.add_argument('--only', default='', help='comma-separated steps to run (p5, p1, p4, fastest, p3p6, p2, p7, '
+    ap.add_argument('--only', default='', help='comma-separated steps to run (p5, p1, p4, fastest, p8, p3p6, p2, p7, '
                     'p1real); default: all')
     args = ap.parse_args()
     if os.geteuid() != 0 and not args.skip_lab:
@@ -437,10 +463,11 @@ def main():
         b.p1_real(args.real_runs)
 
     steps = [step for name, step in (('p5', b.p5_loadgen), ('p1', lambda: b.p1_detect(args.runs))) if wanted(name)]
-    lab_steps = [step for name, step in (('p4', b.p4_cleanup), ('fastest', b.fastest), ('p3p6', b.p3_p6), ('p2', b.p2),
+    lab_steps = [step for name, step in (('p4', b.p4_cleanup), ('fastest', b.fastest), ('p8', b.p8_await_cost),
+                                         ('p3p6', b.p3_p6), ('p2', b.p2),
                                          ('p7', b.p7), ('p1real', p1_real)) if wanted(name)]
     # p3p6, p7 and p1real bring up labs of their own; the others share the default lab
-    default_lab = any(wanted(name) for name in ('p4', 'fastest', 'p2'))
+    default_lab = any(wanted(name) for name in ('p4', 'fastest', 'p8', 'p2'))
     for step in steps:
         try:
             step()
