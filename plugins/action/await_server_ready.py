@@ -32,7 +32,7 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp  # the module needs no files
         args = dict(self._task.args)
-        every = float(args.pop('progress', 0) or 0)
+        every = float(args.get('progress', 0) or 0)  # the module gets it too: a call returns on a new milestone
         label = args.pop('progress_label', None)
         group = args.pop('group', None)
         first_cursor = args.pop('cursor', None)

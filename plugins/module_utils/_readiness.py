@@ -322,6 +322,8 @@ class Wait(object):
         self.res = {'status': 'loading', 'reason': None, 'signal': None, 'exit_code': None}
         # silence is a hang only while the server is also idle (no CPU, no reads): loads and compiles can be silent
         self.work = activity.Activity(getattr(watch, 'usage', lambda: None))
+        self.first_milestone = None  # the milestone after this call's first read (see step_expired)
+        self.ticks = 0
 
     def run(self):
         while self.tick() != STOP:
@@ -333,6 +335,9 @@ class Wait(object):
 
     def tick(self):
         now, lines = self.read()
+        if not self.ticks:
+            self.first_milestone = self.state.milestone
+        self.ticks += 1
         self.look_at_process(now)
         return (self.after_death(now, lines) or self.after_fatal_line(now) or self.readiness_or_hang(now)
                 or self.past_timeout(now) or self.step_expired(now))
@@ -456,12 +461,15 @@ class Wait(object):
 
     def step_expired(self, now):
         """Check mode looks once; with O(step), return C(loading) (a call with a probe request in flight waits for
-        its answer)."""
+        its answer); with O(progress) too, as soon as the milestone changed, once the call is O(progress) old."""
         p, request = self.p, self.request
-        if self.check_mode or (p['step'] and now - self.times.t_call >= p['step']
-                               and (request is None or request.thread is None)):
+        if self.check_mode:
             return STOP
-        return None
+        if not p['step'] or (request is not None and request.thread is not None):
+            return None
+        waited = now - self.times.t_call
+        moved = p.get('progress') and waited >= p['progress'] and self.state.milestone != self.first_milestone
+        return STOP if waited >= p['step'] or moved else None
 
 
 def wait(p, watch, log, probe, state, check_mode=False, clock=time.time, request=None):

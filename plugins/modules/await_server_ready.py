@@ -115,7 +115,8 @@ options:
       - When greater than 0, the task waits until a decision, however long the load, and prints a progress line
         (the last milestone and the seconds since the server started) on the controller every O(progress) seconds.
       - The action plugin calls the module again with its RV(cursor) until the status is no longer C(loading). Each
-        call waits up to O(step) seconds (default 60; a group's members O(progress) seconds).
+        call waits up to O(step) seconds (default 60; a group's members O(progress) seconds), and returns sooner
+        when the milestone changed and the call is at least O(progress) seconds old, so that the lines show it.
     type: float
     default: 0
   progress_label:

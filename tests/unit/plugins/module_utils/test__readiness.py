@@ -393,3 +393,14 @@ def test_traceback(case):
     assert case['seconds'][0] <= res['seconds'] < case['seconds'][1]
     assert case['last_exception'] in state.last_exception
     assert case['telling'] in state.telling_line()
+
+
+@pytest.mark.parametrize('case', CASES['milestone_steps'], ids=ids(CASES['milestone_steps']))
+def test_milestone_steps(case):
+    clock = FakeClock()
+    state = sglang_log.LogState()
+    res = _readiness.wait(wait_params(require_ready_line=True, step=60.0, timeout=1000.0, **case['params']), RunningUnit(5),
+                          ScriptedLog(clock, case['script']), FakeProbe(None), state, clock=clock)
+    assert res['status'] == 'loading'
+    assert case['seconds'][0] <= res['seconds'] < case['seconds'][1]
+    assert state.milestone == case['milestone']
