@@ -44,10 +44,12 @@ def file_mode(path):
 def atomic_write(path, data, mode, module=None):
     """Write data (bytes or text) to path atomically with the given mode.
 
-    A temporary file in the same directory is written and synced, then moved over path: with
-    ``module.atomic_move`` when a module is given (SELinux context and the workarounds of exotic
-    file systems), else with ``os.rename`` (controller-side callers). The mode is set again after
-    the move, since ``atomic_move`` copies the old file's attributes.
+    A temporary file in the same directory is written and synced with the mode, then moved over path:
+    with ``module.atomic_move`` when a module is given (SELinux context and the workarounds of exotic
+    file systems), else with ``os.rename`` (controller-side callers). path has the mode from the
+    moment it holds the data, also when it is new (``atomic_move`` would give a new file 0666 less
+    the umask, and a replaced one the old file's mode and owner): a secret written 0600 is never
+    readable by others in between. The file belongs to the user that writes it.
     """
     if not isinstance(data, bytes):
         data = data.encode('utf-8')
@@ -60,13 +62,22 @@ def atomic_write(path, data, mode, module=None):
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         if module is not None:
-            module.atomic_move(tmp, path)
+            _module_move(module, tmp, path, mode)
         else:
             os.rename(tmp, path)
         os.chmod(path, mode)
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
+
+
+def _module_move(module, tmp, path, mode):
+    """``module.atomic_move`` that keeps tmp's mode and owner, and creates a new path with mode (through the umask)."""
+    previous = os.umask(0o777 & ~mode)
+    try:
+        module.atomic_move(tmp, path, keep_dest_attrs=False)
+    finally:
+        os.umask(previous)
 
 
 def write_if_changed(path, data, mode, check_mode=False, module=None):

@@ -430,338 +430,64 @@ gpus_freed:
   type: dict
 '''
 
-import datetime
-import errno
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_bytes, to_native
 
-from ansible_collections.llmserve.sglang.plugins.module_utils import redact
+from ansible_collections.llmserve.sglang.plugins.module_utils import _launch
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_free
-from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
-from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
-from ansible_collections.llmserve.sglang.plugins.module_utils import systemd_unit
+from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 
 
-def read_text(path):
-    try:
-        with open(path, 'rb') as handle:
-            return handle.read().decode('utf-8')
-    except (IOError, OSError) as exc:
-        if exc.errno == errno.ENOENT:
-            return None
-        raise
-
-
-def atomic_write(path, content, mode):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), dir=directory)
-    try:
-        os.fchmod(fd, mode)
-        os.write(fd, to_bytes(content))
-        os.fsync(fd)
-        os.close(fd)
-        fd = None
-        os.rename(tmp, path)
-    finally:
-        if fd is not None:
-            os.close(fd)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def make_backup(path, backup_dir, keep, stamp):
-    if not os.path.exists(path):
-        return None
-    if not os.path.isdir(backup_dir):
-        os.makedirs(backup_dir, 0o700)
-    base = os.path.basename(path)
-    target = os.path.join(backup_dir, '%s.%s' % (base, stamp))
-    content = read_text(path)
-    atomic_write(target, content, 0o600)
-    olds = sorted(name for name in os.listdir(backup_dir) if name.startswith(base + '.') and not name.startswith('.'))
-    for name in olds[:max(0, len(olds) - keep)]:
-        os.unlink(os.path.join(backup_dir, name))
-    return target
-
-
-class Systemctl(object):
-    def __init__(self, module):
-        self.module = module
-        self.bin = module.get_bin_path('systemctl', required=True)
-
-    def query(self, *args):
-        rc, out, dummy = self.module.run_command([self.bin] + list(args))
-        return rc, out.strip()
-
-    def do(self, *args):
-        rc, out, err = self.module.run_command([self.bin] + list(args))
-        if rc != 0:
-            self.module.fail_json(msg='systemctl %s failed (rc=%s): %s' % (' '.join(args), rc, (err or out).strip()),
-                                  rc=rc, stdout=out, stderr=err)
-
-    def is_active(self, unit):
-        rc, out = self.query('is-active', unit)
-        return out in ('active', 'activating', 'reloading')
-
-    def is_enabled(self, unit):
-        rc, out = self.query('is-enabled', unit)
-        return out in ('enabled', 'enabled-runtime', 'linked', 'alias')
-
-    def version(self):
-        """systemd's major version (read-only, also in check mode), or None when it cannot be read."""
-        rc, out = self.query('--version')
-        return systemd_unit.systemd_version(out) if rc == 0 else None
-
-    def invocation_id(self, unit):
-        rc, out = self.query('show', '--property=InvocationID', '--value', unit)
-        return out if rc == 0 else ''
-
-
-def fail_errors(module, errors, **kwargs):
-    msg = 'sglang_launch: %d problem%s, nothing changed: %s' % (len(errors), '' if len(errors) == 1 else 's', '; '.join(errors))
-    module.fail_json(msg=msg, errors=errors, error_kinds=sglang_flags.error_kinds(errors), **kwargs)
+def argument_spec():
+    """The module's options (DOCUMENTATION describes them)."""
+    return dict(
+        redact.argument_spec(),
+        service_name=dict(type='str', required=True),
+        state=dict(type='str', default='started', choices=['started', 'stopped', 'restarted', 'present', 'absent']),
+        enabled=dict(type='bool'),
+        python=dict(type='path'),
+        model_path=dict(type='str'),
+        served_model_name=dict(type='str'),
+        tp_size=dict(type='int'),
+        nnodes=dict(type='int'),
+        node_rank=dict(type='int'),
+        dist_init_addr=dict(type='str'),
+        quantization=dict(type='str'),
+        moe_runner_backend=dict(type='str'),
+        fp4_gemm_backend=dict(type='str'),
+        attention_backend=dict(type='str'),
+        tool_call_parser=dict(type='str'),
+        reasoning_parser=dict(type='str'),
+        host=dict(type='str'),
+        port=dict(type='int'),
+        api_key=dict(type='str', no_log=True),
+        env=dict(type='dict', default={}),
+        extra_args=dict(type='list', elements='str', default=[]),
+        disable_custom_all_reduce=dict(type='bool', default=False),
+        gpu_arch=dict(type='str'),
+        gpu_count=dict(type='int'),
+        sglang_options=dict(type='raw'),
+        sglang_version=dict(type='str'),
+        check_flags=dict(type='bool', default=True),
+        force=dict(type='bool', default=False),
+        unit_dir=dict(type='path', default='/etc/systemd/system'),
+        env_dir=dict(type='path', default='/etc/llmserve'),
+        backup=dict(type='bool', default=True),
+        backup_dir=dict(type='path'),
+        backup_keep=dict(type='int', default=5),
+        description=dict(type='str'),
+        restart=dict(type='raw', default='no'),
+        restart_sec=dict(type='int', default=10),
+        timeout_stop_sec=dict(type='int', default=30),
+        limit_nofile=dict(type='int', default=1048576),
+        working_directory=dict(type='path', default='/'),
+        user=dict(type='str'),
+        free_gpus=dict(type='dict', options=gpu_free.argument_spec()),
+    )
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            redact.argument_spec(),
-            service_name=dict(type='str', required=True),
-            state=dict(type='str', default='started', choices=['started', 'stopped', 'restarted', 'present', 'absent']),
-            enabled=dict(type='bool'),
-            python=dict(type='path'),
-            model_path=dict(type='str'),
-            served_model_name=dict(type='str'),
-            tp_size=dict(type='int'),
-            nnodes=dict(type='int'),
-            node_rank=dict(type='int'),
-            dist_init_addr=dict(type='str'),
-            quantization=dict(type='str'),
-            moe_runner_backend=dict(type='str'),
-            fp4_gemm_backend=dict(type='str'),
-            attention_backend=dict(type='str'),
-            tool_call_parser=dict(type='str'),
-            reasoning_parser=dict(type='str'),
-            host=dict(type='str'),
-            port=dict(type='int'),
-            api_key=dict(type='str', no_log=True),
-            env=dict(type='dict', default={}),
-            extra_args=dict(type='list', elements='str', default=[]),
-            disable_custom_all_reduce=dict(type='bool', default=False),
-            gpu_arch=dict(type='str'),
-            gpu_count=dict(type='int'),
-            sglang_options=dict(type='raw'),
-            sglang_version=dict(type='str'),
-            check_flags=dict(type='bool', default=True),
-            force=dict(type='bool', default=False),
-            unit_dir=dict(type='path', default='/etc/systemd/system'),
-            env_dir=dict(type='path', default='/etc/llmserve'),
-            backup=dict(type='bool', default=True),
-            backup_dir=dict(type='path'),
-            backup_keep=dict(type='int', default=5),
-            description=dict(type='str'),
-            restart=dict(type='raw', default='no'),
-            restart_sec=dict(type='int', default=10),
-            timeout_stop_sec=dict(type='int', default=30),
-            limit_nofile=dict(type='int', default=1048576),
-            working_directory=dict(type='path', default='/'),
-            user=dict(type='str'),
-            free_gpus=dict(type='dict', options=gpu_free.argument_spec()),
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    redact.guard(module)
-    name = p['service_name']
-    unit_name = '%s.service' % name
-    unit_path = os.path.join(p['unit_dir'], unit_name)
-    env_path = os.path.join(p['env_dir'], '%s.env' % name)
-    backup_dir = p['backup_dir'] or os.path.join(p['env_dir'], 'backup')
-    result = dict(changed=False, unit_path=unit_path, env_path=env_path, backup_files=[], unit_changed=False,
-                  env_changed=False, daemon_reloaded=False, actions=[], arch_findings=[], validation_warnings=[],
-                  sglang_version=p['sglang_version'])
-
-    # ---- validation: everything before any change
-    errors = []
-    name_error = systemd_unit.validate_service_name(name)
-    if name_error:
-        fail_errors(module, [name_error], **result)
-    restart = systemd_unit.normalize_restart(p['restart'])
-    if restart not in systemd_unit.RESTART_CHOICES:
-        errors.append('restart: %r is not one of %s' % (restart, ', '.join(systemd_unit.RESTART_CHOICES)))
-    if p['backup_keep'] < 1:
-        errors.append('backup_keep: must be 1 or more')
-    if p['restart_sec'] < 0:
-        errors.append('restart_sec: must be 0 or more (seconds before a restart)')
-    if p['timeout_stop_sec'] < 1:
-        errors.append('timeout_stop_sec: must be 1 or more (a stop must be bounded)')
-    free = p['free_gpus']
-    bounds = gpu_free.bounds_error(free) if free is not None else None
-    if bounds:
-        errors.append('free_gpus: %s' % bounds)
-    # stopped without model_path: only stop; absent: only remove
-    render = p['state'] != 'absent' and (p['state'] != 'stopped' or p['model_path'] is not None)
-    if render:
-        errors.extend(systemd_unit.validate_env(p['env'], reserved=(sglang_flags.API_KEY_ENV,)))
-        table = None
-        python_ok = bool(p['python']) and p['python'].startswith('/')  # else sglang_flags.validate names it
-        if p['check_flags'] and python_ok:
-            options, options_error = sglang_flags.load_options(p['sglang_options'])
-            if options_error:
-                errors.append('sglang_options: %s' % options_error)
-            elif options:
-                table = sglang_flags.FlagTable(options, p['sglang_version'])
-            else:
-                installed = sglang_flags.read_installed(module.run_command, p['python'])
-                if not installed['options']:
-                    errors.append('sglang_options: could not read the flags of the installed SGLang from %s (%s); '
-                                  'pass sglang_options from gpu_info, fix python, or set check_flags=false'
-                                  % (p['python'], installed['error']))
-                else:
-                    table = sglang_flags.FlagTable(installed['options'], installed['version'])
-                    result['sglang_version'] = installed['version']
-        checked = sglang_flags.validate(p, table, arch=p['gpu_arch'], gpu_count=p['gpu_count'], force=p['force'],
-                                        check_flags=p['check_flags'])
-        errors.extend(checked['errors'])
-        for warning in checked['warnings']:
-            module.warn(warning)
-        result['validation_warnings'] = checked['warnings']
-        result['arch_findings'] = checked['arch_findings']
-    if errors:
-        fail_errors(module, errors, **result)
-
-    # ---- render and compare
-    unit_before = read_text(unit_path)
-    env_before = read_text(env_path)
-    unit_after = env_after = None
-    systemctl = Systemctl(module)
-    if render:
-        argv = sglang_flags.build_argv(p)
-        result['log_filter_patterns'] = systemd_unit.log_filter_patterns(systemctl.version(), bool(p['api_key']))
-        try:
-            unit_after = systemd_unit.render_unit(
-                argv, name, env_path, description=p['description'], restart=restart, restart_sec=p['restart_sec'],
-                timeout_stop_sec=p['timeout_stop_sec'], limit_nofile=p['limit_nofile'],
-                working_directory=p['working_directory'], user=p['user'],
-                log_filter_patterns=result['log_filter_patterns'])
-            env_after = systemd_unit.render_env_file(p['env'], api_key=p['api_key'])
-        except systemd_unit.UnitError as exc:
-            fail_errors(module, ['extra_args/model_path: %s' % to_native(exc)], **result)
-        result['argv'] = sglang_flags.display_argv(argv)
-        result['exec_start'] = systemd_unit.render_exec_start(argv)
-        result['unit_changed'] = unit_before != unit_after
-        result['env_changed'] = env_before != env_after
-    else:
-        result['unit_changed'] = p['state'] == 'absent' and unit_before is not None
-        result['env_changed'] = p['state'] == 'absent' and env_before is not None
-
-    if module._diff:
-        masked_before = None
-        if env_before is not None:
-            masked_before = systemd_unit.render_env_file(systemd_unit.parse_env_file(env_before), mask=True)
-        masked_after = None
-        if env_after is not None:
-            masked_after = systemd_unit.render_env_file(p['env'], api_key=p['api_key'], mask=True)
-        result['diff'] = [
-            dict(before_header=unit_path, after_header=unit_path, before=unit_before or '', after=unit_after or ''),
-            dict(before_header=env_path, after_header=env_path, before=masked_before or '', after=masked_after or ''),
-        ]
-
-    stamp = datetime.datetime.now().strftime('%Y%m%dT%H%M%S.%f')
-    changed = result['unit_changed'] or result['env_changed']
-    actions = result['actions']
-
-    def backup_of(path):
-        if p['backup'] and not module.check_mode:
-            made = make_backup(path, backup_dir, p['backup_keep'], stamp)
-            if made:
-                result['backup_files'].append(made)
-
-    if p['state'] == 'absent':
-        if unit_before is not None or env_before is not None:
-            if systemctl.is_active(unit_name):
-                actions.append('stop')
-            if systemctl.is_enabled(unit_name):
-                actions.append('disable')
-            actions.append('daemon-reload')
-        if not module.check_mode:
-            for action in actions:
-                if action != 'daemon-reload':
-                    systemctl.do(action, unit_name)
-            for path, before in ((unit_path, unit_before), (env_path, env_before)):
-                if before is not None:
-                    backup_of(path)
-                    os.unlink(path)
-            if 'daemon-reload' in actions:
-                systemctl.do('daemon-reload')
-                result['daemon_reloaded'] = True
-        result['changed'] = bool(actions)
-        module.exit_json(**result)
-
-    if not module.check_mode:
-        if result['env_changed']:
-            if not os.path.isdir(p['env_dir']):
-                os.makedirs(p['env_dir'], 0o700)
-            backup_of(env_path)
-            atomic_write(env_path, env_after, 0o600)
-        if result['unit_changed']:
-            if not os.path.isdir(p['unit_dir']):
-                os.makedirs(p['unit_dir'], 0o755)
-            backup_of(unit_path)
-            atomic_write(unit_path, unit_after, 0o644)
-    if result['unit_changed']:
-        actions.append('daemon-reload')
-        if not module.check_mode:
-            systemctl.do('daemon-reload')
-            result['daemon_reloaded'] = True
-
-    if p['enabled'] is not None:
-        if p['enabled'] != systemctl.is_enabled(unit_name):
-            actions.append('enable' if p['enabled'] else 'disable')
-
-    active = systemctl.is_active(unit_name)
-    if p['state'] == 'started':
-        if not active:
-            actions.append('start')
-        elif result['env_changed'] or systemd_unit.unit_change(unit_before, unit_after) == 'restart':
-            actions.append('restart')  # a change of Restart=/RestartSec= only: the daemon-reload above applies it
-    elif p['state'] == 'restarted':
-        actions.append('restart')
-    elif p['state'] == 'stopped' and active:
-        actions.append('stop')
-    if free is not None and ('start' in actions or 'restart' in actions):
-        # stop (bounded), free the GPUs, then start: a restart in three steps
-        actions[:] = [a for a in actions if a not in ('start', 'restart')] + ['stop', 'free-gpus', 'start']
-
-    if not module.check_mode:
-        for action in actions:
-            if action == 'daemon-reload':
-                continue
-            if free is not None and action == 'stop':
-                try:
-                    result['unit_stop'] = gpu_holders.stop_unit(module.run_command, unit_name, free['stop_timeout'],
-                                                                kill=free.get('kill_unit'))
-                except RuntimeError as exc:
-                    module.fail_json(msg='free_gpus: %s' % exc, **result)
-            elif action == 'free-gpus':
-                try:
-                    ok, freed, msg = gpu_free.free(module.run_command,
-                                                   lambda binary, dirs: module.get_bin_path(binary, opt_dirs=dirs),
-                                                   free, warn=module.warn, own_unit=unit_name)
-                except gpu_free.FreeError as exc:
-                    module.fail_json(msg='free_gpus: %s' % exc.msg, **result)
-                result['gpus_freed'] = freed
-                if not ok:
-                    result['changed'] = True
-                    module.fail_json(msg='free_gpus: the unit is stopped and not started: %s' % msg, **result)
-            else:
-                systemctl.do(action, unit_name)
-    result['invocation_id'] = '' if module.check_mode else systemctl.invocation_id(unit_name)
-    result['changed'] = changed or bool([a for a in actions if a != 'daemon-reload'])
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    _launch.run(module)
 
 
 if __name__ == '__main__':

@@ -1,25 +1,58 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""plugins/module_utils/_launch.py: the pure steps from cases/_launch.yml, and run() on a real AnsibleModule with
+sglang_launch's documented options against a fake systemctl (and fake GPU tools)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ast
 import json
 import os
 import stat
 
 import pytest
+import yaml
 
-from ansible_collections.llmserve.sglang.plugins.modules import sglang_launch
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import _launch
+from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
 from ansible_collections.llmserve.sglang.plugins.module_utils import systemd_unit
 from ansible_collections.llmserve.sglang.plugins.module_utils import trial
 from ansible_collections.llmserve.sglang.tests.unit.plugins.modules.utils import run_mocked
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'data')
-with open(os.path.join(DATA, 'sglang', 'server-args-0.5.23.json')) as _h:
+HERE = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(HERE, 'cases', '_launch.yml')) as _h:
+    CASES = yaml.safe_load(_h)
+with open(os.path.join(HERE, '..', '..', '..', 'data', 'sglang', 'server-args-0.5.23.json')) as _h:
     DUMP = json.load(_h)
+MODULE_FILE = os.path.join(HERE, '..', '..', '..', '..', 'plugins', 'modules', 'sglang_launch.py')
 KEY = 'sk-very-secret'
+
+
+def documented_spec(path=MODULE_FILE):
+    """The module's argument spec as its DOCUMENTATION states it (sanity's validate-modules keeps both equal),
+    read as text: the tests run _launch.run() on the options the module has, without importing the module."""
+    with open(path) as handle:
+        tree = ast.parse(handle.read())
+    doc = next(node.value.value for node in tree.body
+               if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'DOCUMENTATION')
+
+    def spec(options):
+        out = {}
+        for name, opt in options.items():
+            out[name] = dict((k, opt[k]) for k in ('type', 'default', 'choices', 'elements', 'required') if k in opt)
+            if 'suboptions' in opt:
+                out[name]['options'] = spec(opt['suboptions'])
+        return out
+
+    return dict(redact.argument_spec(), **spec(yaml.safe_load(doc)['options']))
+
+
+SPEC = documented_spec()
+SPEC['api_key']['no_log'] = True
 
 
 class FakeSystemd(object):
@@ -65,6 +98,31 @@ class FakeSystemd(object):
         return 0, '', ''
 
 
+class FakeSystemdAndGpu(FakeSystemd):
+    """systemctl plus the stop and the GPU tools gpu_free runs: one stale GPU holder, gone once it is signalled."""
+
+    def __init__(self, held_mib=20000, **kw):
+        super(FakeSystemdAndGpu, self).__init__(**kw)
+        self.held = held_mib
+        self.calls = []
+
+    def __call__(self, argv):
+        self.calls.append(list(argv))
+        if argv[0] == 'systemctl' and argv[1] == 'show':
+            return 0, 'LoadState=loaded\nActiveState=%s\n' % ('active' if self.active else 'inactive'), ''
+        if argv[0] == 'timeout' and argv[2:4] == ['systemctl', 'stop']:
+            self.actions.append('stop')
+            self.active = False
+            return 0, '', ''
+        if argv[0].endswith('nvidia-smi'):
+            if argv[1].startswith('--query-gpu='):
+                return 0, '0, GPU-x, %d, 97887\n' % self.held, ''
+            return 0, '', ''  # no compute apps
+        if argv[0].endswith('fuser'):
+            return 1, '', ''
+        return super(FakeSystemdAndGpu, self).__call__(argv)
+
+
 @pytest.fixture
 def base(tmp_path):
     return {
@@ -91,9 +149,60 @@ def base(tmp_path):
     }
 
 
-def run(args, monkeypatch, systemd):
-    return run_mocked(sglang_launch.main, args, monkeypatch, systemd)
+def launch_main():
+    _launch.run(AnsibleModule(argument_spec=SPEC, supports_check_mode=True))
 
+
+def run(args, monkeypatch, systemd):
+    return run_mocked(launch_main, args, monkeypatch, systemd)
+
+
+# ---- the pure steps (cases/_launch.yml)
+
+def test_documented_spec_has_every_option_run_reads():
+    for name in ('service_name', 'state', 'env', 'free_gpus', 'backup_keep', 'restart', 'redact_values'):
+        assert name in SPEC
+    assert SPEC['state']['choices'] == ['started', 'stopped', 'restarted', 'present', 'absent']
+    assert SPEC['free_gpus']['options']['stop_timeout'] == {'type': 'float', 'default': 60}
+
+
+@pytest.mark.parametrize('case', CASES['renders'], ids=lambda c: '%(state)s-%(model_path)s' % c)
+def test_renders(case):
+    assert _launch.renders(case['state'], case['model_path']) is case['want']
+
+
+@pytest.mark.parametrize('case', CASES['option_errors'], ids=lambda c: c['name'])
+def test_option_errors(case):
+    params = dict(CASES['option_defaults'], **case.get('set', {}))
+    assert _launch.option_errors(params, case['restart']) == case['want']
+
+
+@pytest.mark.parametrize('case', CASES['errors_message'], ids=lambda c: str(len(c['errors'])))
+def test_errors_message(case):
+    assert _launch.errors_message(case['errors']) == case['want']
+
+
+@pytest.mark.parametrize('case', CASES['removal_actions'], ids=lambda c: 'active=%(active)s-enabled=%(enabled)s' % c)
+def test_removal_actions(case):
+    assert _launch.removal_actions(case['active'], case['enabled']) == case['want']
+
+
+@pytest.mark.parametrize('case', CASES['service_actions'], ids=lambda c: c['name'])
+def test_service_actions(case):
+    got = _launch.service_actions(case['state'], case['active'], case['restart_due'], enable=case.get('enable'),
+                                  free_gpus=case.get('free_gpus', False))
+    assert got == case['want']
+
+
+def test_masked_env_diff_masks_the_key_before_and_after():
+    before = systemd_unit.render_env_file({'A': '1'}, api_key='old-secret-key')
+    got = _launch.masked_env_diff(before, {'env': {'A': '2'}, 'api_key': KEY}, True)
+    assert 'A="1"' in got[0] and 'A="2"' in got[1]
+    assert 'old-secret-key' not in got[0] and KEY not in got[1] and '********' in got[1]
+    assert _launch.masked_env_diff(None, {'env': {}, 'api_key': None}, False) == ('', '')
+
+
+# ---- run(): a whole call of the module
 
 def test_first_run_writes_and_starts_then_idempotent(base, monkeypatch, tmp_path):
     systemd = FakeSystemd()
@@ -142,11 +251,16 @@ def test_first_run_writes_and_starts_then_idempotent(base, monkeypatch, tmp_path
     assert systemd.actions == ['daemon-reload', 'restart']
     assert len(result['backup_files']) == 1 and os.path.basename(result['backup_files'][0]).startswith('sglang-trial.service.')
     assert open(result['backup_files'][0]).read() == unit
+    assert stat.S_IMODE(os.stat(result['backup_files'][0]).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(result['unit_path']).st_mode) == 0o644
 
     # only the key changes: env rewritten, no daemon-reload, restart
     systemd.actions = []
     result, failed, calls = run(dict(changed, api_key='other'), monkeypatch, systemd)
     assert result['env_changed'] and not result['unit_changed'] and systemd.actions == ['restart']
+    assert stat.S_IMODE(os.stat(result['env_path']).st_mode) == 0o600
+    assert [stat.S_IMODE(os.stat(b).st_mode) for b in result['backup_files']] == [0o600]
+    assert open(result['backup_files'][0]).read() == env
 
 
 def test_check_mode_and_diff_write_nothing(base, monkeypatch):
@@ -161,19 +275,19 @@ def test_check_mode_and_diff_write_nothing(base, monkeypatch):
     assert 'SGLANG_API_KEY="********"' in env_diff['after'] and KEY not in json.dumps(result)
 
 
-def test_validation_fails_before_any_change(base, monkeypatch):
-    systemd = FakeSystemd()
-    args = dict(base, moe_runner_backend='flashinfer_trtllm', extra_args=['--nsa-prefill-backend', 'x'],
-                served_model_name='a:b', tp_size=16, env={'BAD-NAME': '1'})
-    result, failed, calls = run(args, monkeypatch, systemd)
+@pytest.mark.parametrize('case', CASES['validation'], ids=lambda c: c['name'])
+def test_validation_fails_before_any_change(base, monkeypatch, case):
+    systemd = FakeSystemd(active=case.get('active', False))
+    result, failed, calls = run(dict(base, **case['args']), monkeypatch, systemd)
     assert failed
-    msg = result['msg']
-    assert 'nothing changed' in msg
-    for want in ('did you mean --dsa-prefill-backend? (sglang 0.5.23)', 'moe_runner_backend: --moe-runner-backend '
-                 'flashinfer_trtllm on sm120', 'served_model_name:', 'tp_size: 16', 'env: variable name'):
-        assert want in msg, want
-    assert len(result['errors']) == 5
-    assert sorted(result['error_kinds']) == ['arch_unsupported', 'invalid_input', 'unknown_flag']
+    for want in case['want_in_msg']:
+        assert want in result['msg'], want
+    if 'errors' in case:
+        assert len(result['errors']) == case['errors']
+        assert all(e in result['msg'] for e in result['errors'])
+    if 'error_kinds' in case:
+        assert sorted(result['error_kinds']) == case['error_kinds']
+    assert KEY not in json.dumps(result)
     assert not os.path.exists(base['unit_dir']) and systemd.actions == []
 
 
@@ -182,11 +296,6 @@ def test_force_turns_the_arch_error_into_a_warning(base, monkeypatch):
     result, failed, calls = run(dict(base, moe_runner_backend='flashinfer_trtllm', force=True), monkeypatch, systemd)
     assert not failed and result['arch_findings'][0]['verdict'] == 'unsupported'
     assert any('(forced)' in w for w in result['validation_warnings'])
-
-
-def test_api_key_in_extra_args_is_refused(base, monkeypatch):
-    result, failed, calls = run(dict(base, extra_args=['--api-key', KEY]), monkeypatch, FakeSystemd())
-    assert failed and 'use the api_key option' in result['msg'] and KEY not in result['msg']
 
 
 def test_introspects_when_no_table_given(base, monkeypatch):
@@ -219,6 +328,7 @@ def test_stopped_then_absent_with_backups(base, monkeypatch):
     assert not failed and result['changed'] and systemd.actions[-2:] == ['disable', 'daemon-reload']
     assert not os.path.exists(result['unit_path']) and not os.path.exists(result['env_path'])
     assert len(result['backup_files']) == 2
+    assert [stat.S_IMODE(os.stat(b).st_mode) for b in result['backup_files']] == [0o600, 0o600]
     result, failed, calls = run({'service_name': 'sglang-trial', 'state': 'absent', 'unit_dir': base['unit_dir'],
                                  'env_dir': base['env_dir']}, monkeypatch, systemd)
     assert not failed and not result['changed']
@@ -233,45 +343,16 @@ def test_backups_are_pruned(base, monkeypatch):
     assert len([b for b in backups if b.startswith('sglang-trial.service.')]) == 2
 
 
-@pytest.mark.parametrize('version, key, filtered', [(252, KEY, False), (253, KEY, True), (255, None, False)])
-def test_log_filter_follows_the_hosts_systemd(base, monkeypatch, version, key, filtered):
+@pytest.mark.parametrize('case', CASES['log_filter'], ids=lambda c: 'systemd-%(systemd)s-key-%(api_key)s' % c)
+def test_log_filter_follows_the_hosts_systemd(base, monkeypatch, case):
     """The start-up argument dump (it holds the key) is kept out of the journal where systemd can filter it."""
-    result, failed, calls = run(dict(base, api_key=key), monkeypatch, FakeSystemd(version=version))
+    key = KEY if case['api_key'] else None
+    result, failed, calls = run(dict(base, api_key=key), monkeypatch, FakeSystemd(version=case['systemd']))
     assert not failed, result.get('msg')
     unit = open(result['unit_path']).read()
-    assert ('LogFilterPatterns=~api_key.:.\\x27\n' in unit) is filtered
-    assert result['log_filter_patterns'] == (['~api_key.:.\\x27'] if filtered else [])
+    assert ('LogFilterPatterns=~api_key.:.\\x27\n' in unit) is case['filtered']
+    assert result['log_filter_patterns'] == (['~api_key.:.\\x27'] if case['filtered'] else [])
     assert KEY not in unit
-
-
-def test_bad_service_name(base, monkeypatch):
-    result, failed, calls = run(dict(base, service_name='sglang.service'), monkeypatch, FakeSystemd())
-    assert failed and result['msg'].startswith('sglang_launch: 1 problem') and 'service_name:' in result['msg']
-
-
-class FakeSystemdAndGpu(FakeSystemd):
-    """systemctl plus the stop and the GPU tools gpu_free runs: one stale GPU holder, gone once it is signalled."""
-
-    def __init__(self, held_mib=20000, **kw):
-        super(FakeSystemdAndGpu, self).__init__(**kw)
-        self.held = held_mib
-        self.calls = []
-
-    def __call__(self, argv):
-        self.calls.append(list(argv))
-        if argv[0] == 'systemctl' and argv[1] == 'show':
-            return 0, 'LoadState=loaded\nActiveState=%s\n' % ('active' if self.active else 'inactive'), ''
-        if argv[0] == 'timeout' and argv[2:4] == ['systemctl', 'stop']:
-            self.actions.append('stop')
-            self.active = False
-            return 0, '', ''
-        if argv[0].endswith('nvidia-smi'):
-            if argv[1].startswith('--query-gpu='):
-                return 0, '0, GPU-x, %d, 97887\n' % self.held, ''
-            return 0, '', ''  # no compute apps
-        if argv[0].endswith('fuser'):
-            return 1, '', ''
-        return super(FakeSystemdAndGpu, self).__call__(argv)
 
 
 def test_free_gpus_stops_frees_then_starts(base, monkeypatch):
@@ -292,6 +373,7 @@ def test_free_gpus_held_memory_fails_and_leaves_the_unit_stopped(base, monkeypat
     result, failed, calls = run(args, monkeypatch, systemd)
     assert failed and result['msg'].startswith('free_gpus: the unit is stopped and not started: GPU memory still held')
     assert 'start' not in systemd.actions and not systemd.active
+    assert result['changed'] and result['gpus_freed']['memory_after'][0]['used_mib'] == 20000
 
 
 def test_free_gpus_unused_when_nothing_starts(base, monkeypatch):
@@ -312,45 +394,20 @@ def test_flag_table_as_json_text_validates_the_same(base, monkeypatch):
     assert not failed, good
 
 
-def test_flag_table_that_is_no_table_is_named(base, monkeypatch):
-    result, failed, dummy = run(dict(base, sglang_options='{"not": "a list"}'), monkeypatch, FakeSystemd())
-    assert failed and 'sglang_options: must be a list of options' in result['msg']
-    assert not os.path.exists(base['unit_dir'])  # nothing written
-
-
-@pytest.mark.parametrize('bad', [{'timeout': 0}, {'stop_timeout': 0}, {'term_grace': -1}])
-def test_free_gpus_unbounded_wait_is_refused_before_any_change(base, monkeypatch, bad):
-    systemd = FakeSystemd(active=True)
-    result, failed, calls = run(dict(base, state='restarted', free_gpus=bad), monkeypatch, systemd)
-    assert failed and 'free_gpus: timeout and stop_timeout must be more than 0' in result['msg']
-    assert systemd.actions == [] and not os.path.exists(base['unit_dir'])
-
-
-# The trial's unit (Restart=no, not enabled) becomes the installed service. A change of Restart=/RestartSec= alone
-# is a daemon-reload: the process that passed the trial goes on (same InvocationID); anything else still restarts.
-INSTALL = {'state': 'started', 'enabled': True, 'restart': 'on-failure', 'restart_sec': 10}
-
-
-@pytest.mark.parametrize('name, change, want', [
-    ('policy only', {}, ['daemon-reload', 'enable']),
-    ('policy and RestartSec', {'restart_sec': 3}, ['daemon-reload', 'enable']),
-    ('policy and the backend', {'moe_runner_backend': 'triton'}, ['daemon-reload', 'enable', 'restart']),
-    ('policy and the env file', {'env': {'NCCL_P2P_LEVEL': 'NVL'}}, ['daemon-reload', 'enable', 'restart']),
-    ('policy and the key (env file only)', {'api_key': 'other'}, ['daemon-reload', 'enable', 'restart']),
-    ('policy, state restarted', {'state': 'restarted'}, ['daemon-reload', 'enable', 'restart']),
-])
-def test_installing_the_trials_unit(base, monkeypatch, name, change, want):
+@pytest.mark.parametrize('case', CASES['install']['cases'], ids=lambda c: c['name'])
+def test_installing_the_trials_unit(base, monkeypatch, case):
+    want = case['want']
     systemd = FakeSystemd()
     trial_result, failed, dummy = run(dict(base, state='restarted', enabled=False, restart='no'), monkeypatch, systemd)
     assert not failed and 'Restart=no' in open(trial_result['unit_path']).read()
     trial_unit = open(trial_result['unit_path']).read()
     systemd.actions = []
-    result, failed, dummy = run(dict(base, **dict(INSTALL, **change)), monkeypatch, systemd)
+    result, failed, dummy = run(dict(base, **dict(CASES['install']['args'], **case['change'])), monkeypatch, systemd)
     assert not failed, result.get('msg')
     assert systemd.actions == want and result['actions'] == want
     assert result['changed'] and result['unit_changed'] and result['daemon_reloaded']
     unit = open(result['unit_path']).read()
-    assert 'Restart=on-failure\nRestartSec=%d\n' % change.get('restart_sec', 10) in unit
+    assert 'Restart=on-failure\nRestartSec=%d\n' % case['change'].get('restart_sec', 10) in unit
     assert [open(b).read() for b in result['backup_files'] if '.service.' in b] == [trial_unit]
     same = result['invocation_id'] == trial_result['invocation_id'] != ''
     assert same is ('restart' not in want)
@@ -363,31 +420,35 @@ def test_restart_policy_change_of_a_stopped_unit_starts_it(base, monkeypatch):
     systemd = FakeSystemd()
     run(dict(base, state='present'), monkeypatch, systemd)
     systemd.actions = []
-    result, failed, dummy = run(dict(base, **INSTALL), monkeypatch, systemd)
+    result, failed, dummy = run(dict(base, **CASES['install']['args']), monkeypatch, systemd)
     assert not failed and systemd.actions == ['daemon-reload', 'enable', 'start']
 
 
 def test_restart_policy_change_in_check_mode_and_with_free_gpus(base, monkeypatch):
+    install = CASES['install']['args']
     systemd = FakeSystemdAndGpu(held_mib=20000, active=False)
     run(dict(base, state='restarted', restart='no'), monkeypatch, systemd)
     systemd.actions = []
-    result, failed, dummy = run(dict(base, _ansible_check_mode=True, **INSTALL), monkeypatch, systemd)
+    result, failed, dummy = run(dict(base, _ansible_check_mode=True, **install), monkeypatch, systemd)
     assert not failed and result['changed'] and result['actions'] == ['daemon-reload', 'enable'] and systemd.actions == []
     assert 'Restart=no' in open(result['unit_path']).read()  # check mode wrote nothing
     # free_gpus is for a start: with a reload only, nothing is stopped and no GPU holder is looked for
-    args = dict(base, free_gpus={'timeout': 0.3, 'devices': '/dev/null*'}, **INSTALL)
+    args = dict(base, free_gpus={'timeout': 0.3, 'devices': '/dev/null*'}, **install)
     result, failed, dummy = run(args, monkeypatch, systemd)
     assert not failed and result['actions'] == ['daemon-reload', 'enable'] and 'gpus_freed' not in result
     assert systemd.active and not [c for c in systemd.calls if c[0].endswith('nvidia-smi')]
 
 
-@pytest.mark.parametrize('restart_sec, error', [(-1, 'restart_sec: must be 0 or more'), (0, None)])
-def test_restart_sec_bounds(base, monkeypatch, restart_sec, error):
-    systemd = FakeSystemd()
-    result, failed, dummy = run(dict(base, restart='always', restart_sec=restart_sec), monkeypatch, systemd)
-    if error:
-        assert failed and error in result['msg'] and result['errors'] == [result['errors'][0]]
-        assert result['errors'][0].startswith('restart_sec:')
-        assert systemd.actions == [] and not os.path.exists(base['unit_dir'])
-    else:
-        assert not failed and 'RestartSec=0\n' in open(result['unit_path']).read()
+def test_restart_sec_zero_is_written(base, monkeypatch):
+    result, failed, dummy = run(dict(base, restart='always', restart_sec=0), monkeypatch, FakeSystemd())
+    assert not failed and 'RestartSec=0\n' in open(result['unit_path']).read()
+
+
+def test_systemctl_calls_in_order(base, monkeypatch):
+    """The order of every systemctl call of a first start with enabled=true: read, write, reload, query, act."""
+    result, failed, calls = run(dict(base, enabled=True), monkeypatch, FakeSystemd())
+    assert not failed
+    assert [c[1:] for c in calls] == [['--version'], ['daemon-reload'], ['is-enabled', 'sglang-trial.service'],
+                                      ['is-active', 'sglang-trial.service'], ['enable', 'sglang-trial.service'],
+                                      ['start', 'sglang-trial.service'],
+                                      ['show', '--property=InvocationID', '--value', 'sglang-trial.service']]
