@@ -18,7 +18,8 @@ and ``test_deploy_lock.yaml`` beside it is a list of cases. Every key but ``id``
 
     - id: a_name                          # the pytest id
       xfail: why                          # a known bug: the case must fail (strict), until the bug is fixed
-      input: {path: "${tmp}/lock"}        # the module's arguments
+      input: {path: "${tmp}/lock"}        # the module's arguments; a list of dicts is merged in order:
+                                          # input: [*common, {path: "${tmp}/other"}]
       check_mode: true
       files: {REL: TEXT | {content: TEXT, mode: "0755", age: SECONDS}, REL/: null}   # made under ${tmp} first
       processes: {NAME: {ignore_term: false}}    # sleeping python processes started first, ended after the case
@@ -435,8 +436,17 @@ def apply_patches(monkeypatch, module, patches):
 
 # ---------------------------------------------------------------- one case
 
+def module_args(case):
+    """The case's input: a dict, or a list of dicts merged in order (a shared anchor, then what differs)."""
+    parts = case.get('input') or {}
+    args = {}
+    for part in parts if isinstance(parts, list) else [parts]:
+        args.update(part)
+    return args
+
+
 def run_main(module, case, capsys):
-    args = dict(case.get('input') or {})
+    args = module_args(case)
     if case.get('check_mode'):
         args['_ansible_check_mode'] = True
     with set_module_args(args):
@@ -462,7 +472,7 @@ def run_action(plugin, case):
     from ansible.playbook.play_context import PlayContext  # pylint: disable=import-outside-toplevel
     from ansible.playbook.task import Task  # pylint: disable=import-outside-toplevel
     task = Task()
-    task.args = dict(case.get('input') or {})
+    task.args = module_args(case)
     task.check_mode = bool(case.get('check_mode'))
     action = plugin.ActionModule(task, _Connection(), PlayContext(), DataLoader(), None)
     try:

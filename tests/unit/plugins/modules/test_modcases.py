@@ -62,6 +62,12 @@ def test_a_case_that_holds_passes(tmp_path, monkeypatch, capsys):
     run(GOOD, tmp_path, monkeypatch, capsys)
 
 
+def test_input_parts_are_merged_in_order(tmp_path, monkeypatch, capsys):
+    run(dict(GOOD, input=[dict(GOOD['input'], name='gpu02'), {'name': 'gpu01'}]), tmp_path, monkeypatch, capsys)
+    with pytest.raises(AssertionError, match="unexpected command"):
+        run(dict(GOOD, input=[GOOD['input'], {'name': 'gpu02'}]), tmp_path, monkeypatch, capsys)
+
+
 @pytest.mark.parametrize('change, complaint', [
     ({'output': dict(GOOD['output'], rc=1)}, 'result.rc: want 1, got 0'),
     ({'output': dict(GOOD['output'], changed=False)}, 'result.changed: want False, got True'),
