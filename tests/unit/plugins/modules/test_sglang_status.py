@@ -1,0 +1,11 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""sglang_status: the cases of test_sglang_status.yaml."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.llmserve.sglang.plugins.modules import sglang_status
+from ansible_collections.llmserve.sglang.tests.unit.plugins.modules.modcases import module_cases
+
+test_sglang_status = module_cases(sglang_status, __file__)
