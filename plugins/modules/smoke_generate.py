@@ -24,27 +24,9 @@ extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
   - llmserve.sglang.redact
+  - llmserve.sglang.endpoint
+  - llmserve.sglang.endpoint.tls
 options:
-  host:
-    description: Address of the server.
-    type: str
-    default: 127.0.0.1
-  port:
-    description: Port of the server.
-    type: int
-    default: 30000
-  scheme:
-    description: URL scheme.
-    type: str
-    choices: [http, https]
-    default: http
-  validate_certs:
-    description: Verify the TLS certificate when O(scheme=https).
-    type: bool
-    default: true
-  api_key:
-    description: The server's API key, sent as C(Authorization Bearer).
-    type: str
   served_model_name:
     description: The C(model) field of OpenAI-style requests.
     type: str
@@ -262,6 +244,7 @@ benchmark:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http as sghttp
@@ -304,12 +287,8 @@ def main():
     )
     module = AnsibleModule(
         argument_spec=dict(
-            redact.argument_spec(),
-            host=dict(type='str', default='127.0.0.1'),
-            port=dict(type='int', default=30000),
-            scheme=dict(type='str', default='http', choices=['http', 'https']),
-            validate_certs=dict(type='bool', default=True),
-            api_key=dict(type='str', no_log=True),
+            _specs.endpoint_argument_spec(tls=True),
+            redact_values=redact.argument_spec()['redact_values'],
             served_model_name=dict(type='str', default='default'),
             timeout=dict(type='float', default=120),
             judge=dict(type='bool', default=True),
