@@ -127,6 +127,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
+from ansible_collections.llmserve.sglang.plugins.module_utils import _systemd
 from ansible_collections.llmserve.sglang.plugins.module_utils import nvidia_smi as nsmi
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http
@@ -180,7 +181,7 @@ def main():
     rc, out, err = module.run_command(statuslib.show_argv(name))
     if rc != 0:
         module.fail_json(msg='systemctl show %s.service failed (rc %s): %s' % (name, rc, (err or out).strip()))
-    show = statuslib.parse_show(out)
+    show = _systemd.parse_show(out)
     record_text = _read(os.path.join(p['state_dir'], 'record.json'))
     try:
         record = json.loads(record_text) if record_text else {}

@@ -200,3 +200,5 @@ def lab(lab_up):  # pylint: disable=redefined-outer-name,unused-argument
 
 
 sys.path.insert(0, HERE)
+# the checkout as ansible_collections.llmserve.sglang (`make links`): the tests read with the collection's own parsers
+sys.path.insert(0, os.path.join(CHECKOUT, ".tmp", "collections"))

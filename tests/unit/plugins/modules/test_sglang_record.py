@@ -7,6 +7,7 @@ __metaclass__ = type
 
 import json
 import os
+import stat
 
 import pytest
 
@@ -46,8 +47,12 @@ def test_writes_record_removes_marker_and_lock(state, monkeypatch):
     assert result['changed'] and result['marker_removed']
     assert not os.path.exists(state['trial_marker']) and not os.path.exists(state['release_lock'])
     with open(state['path']) as handle:
-        record = json.load(handle)
+        text = handle.read()
+    record = json.loads(text)
     assert record['selected']['name'] == 'known-good' and len(record['entries']) == 1
+    assert text == json.dumps(record, indent=1, sort_keys=True)  # the record's layout, no newline at the end
+    assert stat.S_IMODE(os.stat(state['path']).st_mode) == 0o644
+    assert os.listdir(os.path.dirname(state['path'])) == ['record.json']  # no temporary file left
 
     # again, the same results and no marker: the record does not grow, nothing to remove, no change
     result, failed, dummy = run(dict(state, results=[]), monkeypatch)
