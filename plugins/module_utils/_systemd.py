@@ -12,6 +12,7 @@ __metaclass__ = type
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import systemd_unit
 
+
 def parse_show(text):
     """``systemctl show [-p A,B] UNIT`` output -> dict of property -> value (both stripped; lines without '=' skipped)."""
     out = {}

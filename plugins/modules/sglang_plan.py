@@ -260,8 +260,8 @@ def read_host(module, service_name, port):
     """What the plan's callers need from the host as it is now: the unit's state, the port's listeners."""
     out = {}
     if service_name:
-        text = run_checked(module, _systemd.show_argv('%s.service' % service_name,
-                                                     ('LoadState', 'ActiveState', 'UnitFileState', 'FragmentPath')))
+        argv = _systemd.show_argv('%s.service' % service_name, ('LoadState', 'ActiveState', 'UnitFileState', 'FragmentPath'))
+        text = run_checked(module, argv)
         out['unit_state'] = _systemd.parse_show(text)
     if port is not None:
         out['port_listeners'], out['port_ss'] = [], []

@@ -46,6 +46,13 @@ def test_every_option_has_a_description(name, text, nested, spec):
         assert doc.get('description'), option
 
 
+def test_free_gpus_variant_says_what_the_top_level_one_says():
+    top = _options(gpu_free_doc.ModuleDocFragment.DOCUMENTATION)
+    nested = yaml.safe_load(gpu_free_doc.ModuleDocFragment.FREE_GPUS)['options']
+    assert list(nested) == ['free_gpus'] and list(nested['free_gpus']) == ['suboptions']
+    assert nested['free_gpus']['suboptions'] == top
+
+
 def test_tls_adds_scheme_and_validate_certs():
     assert sorted(_specs.endpoint_argument_spec()) == ['api_key', 'host', 'port']
     assert sorted(_specs.endpoint_argument_spec(tls=True)) == ['api_key', 'host', 'port', 'scheme', 'validate_certs']
