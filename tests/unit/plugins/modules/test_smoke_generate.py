@@ -107,6 +107,9 @@ def test_benchmark_runs_levels(run_module, mocker):
     assert seen == [(1, 8, 128, 32), (64, 256, 128, 32)]
     assert res['benchmark']['concurrency']['64']['output_throughput'] == 6400.0
     assert res['benchmark']['labels']['mean_ttft_ms'] == 'Mean TTFT (ms)'
+    assert res['benchmark']['settings'] == {
+        'concurrency': [1, 64], 'num_prompts': None, 'input_len': 128, 'output_len': 32, 'warmup': 1, 'timeout': 600,
+        'input_mode': 'ids', 'seed': 0, 'gpu_sampling': True, 'sample_interval': 0.5, 'nvidia_smi': 'nvidia-smi'}
 
 
 def test_benchmark_skipped_when_smoke_fails_and_in_check_mode(run_module, mocker):
