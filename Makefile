@@ -46,6 +46,8 @@ LINK_DIR := $(LINK_ROOT)/ansible_collections/$(NAMESPACE)/$(NAME)
 
 REPORT_DIR ?= $(CURDIR)/reports
 LAB_INVENTORY ?= inventories/lab
+# The lab lock (one lab per machine), as tests/lab/labsession.py defines it; read only by the targets that take it.
+LAB_LOCK = $(shell "$(PYTHON)" -c 'import sys; sys.path.insert(0, "$(CURDIR)/tests/lab"); import labsession; print(labsession.LOCK)')
 
 # The gates' own packages, plus what the lab needs (tests/lab/requirements-apt.txt: one
 # package a line, `#` starts a comment), each once.
@@ -244,10 +246,11 @@ molecule: links ## molecule test --all (scenarios under extensions/molecule/, on
 	$(call need,molecule)
 	@ls extensions/molecule/*/molecule.yml >/dev/null 2>&1 || { echo "ERROR: no scenario under extensions/molecule/"; exit 1; }
 	@test -f tests/lab/labctl.py || { echo "ERROR: tests/lab/labctl.py missing: the lab is needed by molecule"; exit 1; }
+	@test -n "$(LAB_LOCK)" || { echo "ERROR: cannot read the lab lock's path (LOCK in tests/lab/labsession.py)"; exit 1; }
 	@test "$$(id -u)" = 0 || { echo "ERROR: the lab needs root (network namespaces, systemd units). Run as root."; exit 2; }
 	@# forget what an interrupted earlier run left in molecule's state ("instances already created")
 	-@cd "$(CURDIR)" && molecule reset -s default >/dev/null 2>&1
-	cd "$(CURDIR)" && ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" flock /var/tmp/llmserve-lab.lock molecule test --all $(MOLECULE_ARGS) \
+	cd "$(CURDIR)" && ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" flock "$(LAB_LOCK)" molecule test --all $(MOLECULE_ARGS) \
 	  || { echo "RESULT: molecule: a scenario failed (see above)"; exit 1; }
 	@echo "RESULT: molecule: all scenarios passed"
 

@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import _systemd
 from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
 from ansible_collections.llmserve.sglang.plugins.module_utils import trial
 
@@ -50,7 +51,7 @@ def smoke_prompts_errors(prompts, where='sglang_smoke_prompts'):
 
 
 def systemctl_show(text):
-    return trial.parse_systemctl_show(text)
+    return _systemd.parse_show(text)
 
 
 class FilterModule(object):

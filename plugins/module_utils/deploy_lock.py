@@ -8,7 +8,7 @@ A second deploy finds it, reads who holds it, and stops before it changes anythi
 ``stale_after`` seconds is taken over at once; a holder that is gone for another reason (the controller-side PID
 check in the role) is taken over by a second call with ``take_over``.
 
-``acquire(lock_dir, owner, now, stale_after, take_over, check_mode) -> dict``. Stdlib only, Python 3.7+.
+``acquire(lock_dir, owner, now, stale_after, take_over, check_mode, module) -> dict``. Stdlib only, Python 3.7+.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,7 +19,8 @@ import errno
 import json
 import os
 import stat
-import tempfile
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import _files
 
 OWNER = 'owner.json'
 STATE_DIR_MODE = 0o700
@@ -42,18 +43,9 @@ def read_owner(lock_dir):
     return data if isinstance(data, dict) else {}
 
 
-def write_owner(lock_dir, owner):
+def write_owner(lock_dir, owner, module=None):
     """Write owner.json (0600) atomically: a reader sees the old file or the new one."""
-    fd, tmp = tempfile.mkstemp(prefix='.owner.', dir=lock_dir)
-    try:
-        with os.fdopen(fd, 'w') as handle:
-            handle.write(json.dumps(owner, sort_keys=True) + '\n')
-        os.chmod(tmp, 0o600)
-        os.rename(tmp, os.path.join(lock_dir, OWNER))
-    except Exception:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _files.atomic_write(os.path.join(lock_dir, OWNER), json.dumps(owner, sort_keys=True) + '\n', 0o600, module=module)
 
 
 def lock_age(lock_dir, holder, now):
@@ -91,13 +83,14 @@ def ensure_state_dir(state_dir, check_mode):
     return done
 
 
-def acquire(lock_dir, owner, now, stale_after=None, take_over=False, check_mode=False):
+def acquire(lock_dir, owner, now, stale_after=None, take_over=False, check_mode=False, module=None):
     """Take the lock for ``owner`` (a dict, written to owner.json).
 
     -> dict(taken, took_over, holder, age, stale, done): ``taken`` True when this run holds the lock now (or would,
     in check mode); ``took_over`` the previous holder when it was replaced; ``holder`` and ``age`` describe the
     lock that was there (empty and None when there was none); ``stale`` True when it was older than ``stale_after``;
     ``done`` what was done to the state directory (a change: ``state_dir_created``, ``state_dir_mode_set``).
+    ``module``: the AnsibleModule, whose ``atomic_move`` puts owner.json in place (else ``os.rename``).
     """
     result = {'taken': False, 'took_over': None, 'holder': {}, 'age': None, 'stale': False,
               'done': ensure_state_dir(os.path.dirname(lock_dir.rstrip('/')) or '/', check_mode)}
@@ -112,7 +105,7 @@ def acquire(lock_dir, owner, now, stale_after=None, take_over=False, check_mode=
             if exc.errno != errno.EEXIST:
                 raise LockError('cannot create the lock %s: %s' % (lock_dir, exc.strerror))
         else:
-            write_owner(lock_dir, owner)
+            write_owner(lock_dir, owner, module=module)
             result['taken'] = True
             return result
     holder = read_owner(lock_dir)
@@ -122,7 +115,7 @@ def acquire(lock_dir, owner, now, stale_after=None, take_over=False, check_mode=
                        or (not holder and result['age'] > EMPTY_STALE_AFTER))
     if take_over or result['stale']:
         if not check_mode:
-            write_owner(lock_dir, dict(owner, took_over=holder or None))
+            write_owner(lock_dir, dict(owner, took_over=holder or None), module=module)
         result['taken'] = True
         result['took_over'] = holder or {'unknown': True}
     return result

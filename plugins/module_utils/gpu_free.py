@@ -12,36 +12,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import copy
 import glob
 import os
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_subset
 from ansible_collections.llmserve.sglang.plugins.module_utils import nvidia_smi as nsmi
 
-# The options of a clean-up, as gpu_reset takes them and as sglang_launch takes them under free_gpus.
-_ARGUMENT_SPEC = dict(
-    protected_pids=dict(type='list', elements='int', default=[]),
-    protected_names=dict(type='list', elements='str', default=[]),
-    default_protected=dict(type='bool', default=True),
-    term_grace=dict(type='float', default=5),
-    timeout=dict(type='float', default=30),
-    memory_threshold_mib=dict(type='int', default=1024),
-    devices=dict(type='str', default='/dev/nvidia*'),
-    fuser=dict(type='str', default='fuser'),
-    hard_reset=dict(type='bool', default=False),
-    nvidia_smi=dict(type='str', default='nvidia-smi'),
-    stop_timeout=dict(type='float', default=60),
-    kill_unit=dict(type='bool', default=False),
-    gpus=dict(type='list', elements='str'),
-)
-DEFAULTS = dict([(key, spec.get('default')) for key, spec in _ARGUMENT_SPEC.items()], vmid=None)
+DEFAULTS = dict([(key, spec.get('default')) for key, spec in _specs.gpu_free_argument_spec().items()], vmid=None)
 
 
 def argument_spec(**more):
-    """A fresh copy of the clean-up options' argument spec, with ``more`` options added."""
-    spec = copy.deepcopy(_ARGUMENT_SPEC)
+    """The clean-up options' argument spec (``_specs.gpu_free_argument_spec()``), with ``more`` options added."""
+    spec = _specs.gpu_free_argument_spec()
     spec.update(more)
     return spec
 

@@ -20,6 +20,8 @@ import re
 import signal
 import time
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import _systemd
+
 LXC_CGROUP_RE = re.compile(r'^0::/lxc/(\d+)(?:/|$)', re.MULTILINE)
 # a system service's processes: 0::/system.slice/NAME.service (inside a container seen from its node:
 # 0::/lxc/129/ns/system.slice/NAME.service)
@@ -472,8 +474,8 @@ def stop_unit(run, unit, timeout, vmid=None, check_mode=False, now=None, kill=Fa
             raise RuntimeError('%s failed (rc %s): %s' % (' '.join(prefix + argv), rc, (err or out or '').strip()))
         return rc, out
 
-    dummy, out = call(['systemctl', 'show', '--property=LoadState,ActiveState', unit])
-    props = dict(line.split('=', 1) for line in (out or '').splitlines() if '=' in line)
+    dummy, out = call(_systemd.show_argv(unit, ('LoadState', 'ActiveState')))
+    props = _systemd.parse_show(out)
     before = props.get('ActiveState', '')
     result = {'unit': unit, 'before': before, 'result': 'stopped', 'seconds': 0.0}
     if props.get('LoadState') == 'not-found':

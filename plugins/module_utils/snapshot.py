@@ -22,8 +22,8 @@ __metaclass__ = type
 
 import json
 import os
-import stat
-import tempfile
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import _files
 
 MARKER = 'trial-in-progress'
 MARKER_TEXT = 'started by ansible-playbook\n'
@@ -38,44 +38,9 @@ def state_json(state):
     return json.dumps(state, indent=4, sort_keys=True, separators=(',', ': '))
 
 
-def _read(path):
-    try:
-        with open(path, 'rb') as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
-def _mode(path):
-    try:
-        return stat.S_IMODE(os.lstat(path).st_mode)
-    except OSError:
-        return None
-
-
-def write_atomic(path, data, mode, check_mode=False):
-    """Write data to path atomically (temporary file in the same directory, then rename). True when it changed."""
-    if _read(path) == data and _mode(path) == mode:
-        return False
-    if not check_mode:
-        fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), dir=os.path.dirname(path))
-        try:
-            with os.fdopen(fd, 'wb') as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, mode)
-            os.rename(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    return True
-
-
 def _ensure_dir(path, mode, check_mode):
     if os.path.isdir(path):
-        if _mode(path) == mode:
+        if _files.file_mode(path) == mode:
             return False
         if not check_mode:
             os.chmod(path, mode)
@@ -86,13 +51,17 @@ def _ensure_dir(path, mode, check_mode):
     return True
 
 
-def take(state_dir, files, state, check_mode=False):
+def take(state_dir, files, state, check_mode=False, module=None):
     """Take the snapshot (unless a trial is in progress) and set the marker.
 
     ``files``: {name: path} of the files to keep (``unit``, ``env``); ``state``: what was there before (a dict, written
     as ``state.json``). Returns {changed, taken, snapshot_dir, saved: [names], absent: [names], marker}.
-    In check mode nothing is written and ``changed`` says whether something would be.
+    In check mode nothing is written and ``changed`` says whether something would be. Each file is written with
+    ``_files.write_if_changed`` (through ``module.atomic_move`` when a module is given).
     """
+    def write(path, data):
+        return _files.write_if_changed(path, data, FILE_MODE, check_mode=check_mode, module=module)
+
     marker = os.path.join(state_dir, MARKER)
     snap = os.path.join(state_dir, SNAPSHOT_DIR)
     result = {'changed': False, 'taken': False, 'snapshot_dir': snap, 'saved': [], 'absent': [], 'marker': marker}
@@ -104,20 +73,20 @@ def take(state_dir, files, state, check_mode=False):
     if not os.path.exists(marker):
         result['taken'] = True
         changed = _ensure_dir(snap, DIR_MODE, check_mode) or changed
-        changed = write_atomic(os.path.join(snap, STATE_FILE), state_json(state).encode('utf-8'), FILE_MODE, check_mode) or changed
+        changed = write(os.path.join(snap, STATE_FILE), state_json(state)) or changed
         for name in sorted(files):
             copy = os.path.join(snap, name)
             if os.path.isfile(files[name]):
                 with open(files[name], 'rb') as handle:
                     data = handle.read()
                 result['saved'].append(name)
-                changed = write_atomic(copy, data, FILE_MODE, check_mode) or changed
+                changed = write(copy, data) or changed
             else:
                 result['absent'].append(name)
                 if os.path.lexists(copy):
                     changed = True
                     if not check_mode:
                         os.unlink(copy)
-    changed = write_atomic(marker, MARKER_TEXT.encode('utf-8'), FILE_MODE, check_mode) or changed
+    changed = write(marker, MARKER_TEXT) or changed
     result['changed'] = changed
     return result

@@ -11,9 +11,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import _systemd
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import systemd_unit
-from ansible_collections.llmserve.sglang.plugins.module_utils import trial
 
 SHOW_PROPERTIES = ('LoadState', 'ActiveState', 'SubState', 'UnitFileState', 'MainPID', 'InvocationID',
                    'ExecMainStartTimestamp', 'NRestarts', 'Result', 'ControlGroup', 'FragmentPath')
@@ -21,12 +21,7 @@ RECORD_LAST = 5
 
 
 def show_argv(service_name):
-    return ['systemctl', 'show', '--property=' + ','.join(SHOW_PROPERTIES), '%s.service' % service_name]
-
-
-def parse_show(text):
-    """``systemctl show`` output -> dict (the parser the trials use)."""
-    return trial.parse_systemctl_show(text)
+    return _systemd.show_argv('%s.service' % service_name, SHOW_PROPERTIES)
 
 
 def unit_argv(unit_text, values=()):

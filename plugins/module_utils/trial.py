@@ -146,16 +146,6 @@ def verified_by_trial(outcome, install, check_mode=False):
                 and not set(install.get('actions') or []) & set(['start', 'restart', 'stop']))
 
 
-def parse_systemctl_show(text):
-    """``systemctl show -p A,B UNIT`` output -> dict."""
-    out = {}
-    for line in (text or '').splitlines():
-        key, sep, value = line.partition('=')
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
-
-
 def check_mode_results(by_name, planned):
     """Check mode: the report entries with each planned candidate marked with the position a run would try it at.
 

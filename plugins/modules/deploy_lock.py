@@ -117,7 +117,7 @@ def main():
     p = module.params
     try:
         result = deploy_lock.acquire(p['path'], p['owner'], time.time(), stale_after=p['stale_after'],
-                                     take_over=p['take_over'], check_mode=module.check_mode)
+                                     take_over=p['take_over'], check_mode=module.check_mode, module=module)
     except deploy_lock.LockError as exc:
         module.fail_json(msg='deploy lock: %s' % exc)
     done = result.pop('done')

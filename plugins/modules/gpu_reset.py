@@ -30,7 +30,7 @@ extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
   - llmserve.sglang.redact
-  - llmserve.sglang.attributes.nvidia_smi
+  - llmserve.sglang.gpu_free
 attributes:
   check_mode:
     support: full
@@ -46,78 +46,15 @@ options:
       - Run on a Proxmox VE node and clean up only the processes of this container.
       - When not set, only processes of the host the module runs on are touched (inside a container, the container's own).
     type: int
-  protected_pids:
-    description: PIDs never to signal.
-    type: list
-    elements: int
-    default: []
-  protected_names:
-    description: Process names (C(/proc/<pid>/comm)) never to signal, added to the built-in list.
-    type: list
-    elements: str
-    default: []
-  default_protected:
-    description: Also protect the built-in names (C(systemd), C(init), C(sshd), C(nvidia-persistenced), C(nv-hostengine), C(Xorg), ...).
-    type: bool
-    default: true
-  term_grace:
-    description: Seconds between SIGTERM and SIGKILL.
-    type: float
-    default: 5
-  timeout:
-    description: Seconds the whole clean-up may take, memory wait included.
-    type: float
-    default: 30
-  memory_threshold_mib:
-    description: A GPU counts as free when its used memory is below this (MiB).
-    type: int
-    default: 1024
-  gpus:
-    description:
-      - The GPUs to free, as indices or as GPU UUIDs (not both; the format of C(sglang_gpus)). Default all.
-      - With a subset, only a holder whose GPUs all lie inside it is ended, and only these GPUs' memory is awaited. A
-        holder of other GPUs only, or of no GPU in particular (only C(/dev/nvidiactl), C(/dev/nvidia-uvm)), is spared.
-        A holder of GPUs inside and outside the subset, or a holder of the subset's GPUs that runs in another system
-        service than O(stop_unit) (its cgroup C(system.slice/NAME.service)), is never signalled; the module fails
-        before any signal, naming its PID, its GPUs and its service (RV(blocked)), also in check mode.
-      - A holder's GPUs are those C(nvidia-smi) lists for it plus the C(/dev/nvidiaN) nodes it has open (N taken as the
-        GPU's index).
-      - An index or UUID the host does not have fails the module before any change.
-    type: list
-    elements: str
-  devices:
-    description: Shell glob of the device nodes to look at.
-    type: str
-    default: /dev/nvidia*
-  fuser:
-    description: Name or path of C(fuser) (psmisc). When missing, C(/proc/*/fd) is scanned instead.
-    type: str
-    default: fuser
   stop_unit:
     description:
       - A systemd unit to stop before looking for holders (C(systemctl stop), for at most O(stop_timeout) seconds; when
         it does not finish in time, C(systemctl kill --signal=SIGKILL) ends what the unit still runs).
       - A unit that is not loaded or not running is left alone.
       - With O(vmid) the unit is the container's, stopped with C(pct exec VMID -- ...) from the node.
+      - O(kill_unit) kills its processes before the stop. With O(gpus), a holder that runs in this unit is not
+        another service's.
     type: str
-  stop_timeout:
-    description: Seconds the stop of O(stop_unit) may take before the unit is killed.
-    type: float
-    default: 60
-  kill_unit:
-    description:
-      - End what O(stop_unit) runs with C(systemctl kill --signal=SIGKILL) first, then stop it (bounded by
-        O(stop_timeout)). Meant for a unit whose server already failed, with nothing to drain; SGLang's own
-        clean-up after a crash ignores SIGTERM for up to a minute.
-    type: bool
-    default: false
-    version_added: 0.2.0
-  hard_reset:
-    description:
-      - When memory is still held at the end, run C(nvidia-smi --gpu-reset -i N) on those GPUs.
-      - Never on shared machines (it disturbs every user of the GPU and needs all its processes gone); off by default.
-    type: bool
-    default: false
 notes:
   - Inside an LXC container C(nvidia-smi) lists no processes (the driver reports node PIDs); there the holders are
     found through the device nodes. From the node, set O(vmid) to clean one container up.
@@ -239,6 +176,7 @@ sources_used:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_free
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
@@ -246,7 +184,8 @@ from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
 
 def main():
     module = AnsibleModule(
-        argument_spec=gpu_free.argument_spec(
+        argument_spec=dict(
+            _specs.gpu_free_argument_spec(),
             redact_values=redact.argument_spec()['redact_values'],
             vmid=dict(type='int'),
             stop_unit=dict(type='str'),

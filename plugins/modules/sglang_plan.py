@@ -213,6 +213,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmserve.sglang.plugins.module_utils import _systemd
 from ansible_collections.llmserve.sglang.plugins.module_utils import arch_matrix, plan as planlib, sglang_flags
 
 
@@ -259,10 +260,9 @@ def read_host(module, service_name, port):
     """What the plan's callers need from the host as it is now: the unit's state, the port's listeners."""
     out = {}
     if service_name:
-        text = run_checked(module, ['systemctl', 'show', '--property=LoadState,ActiveState,UnitFileState,FragmentPath',
-                                    '%s.service' % service_name])
-        out['unit_state'] = dict((k.strip(), v.strip()) for k, sep, v in (line.partition('=') for line in text.splitlines())
-                                 if sep)
+        argv = _systemd.show_argv('%s.service' % service_name, ('LoadState', 'ActiveState', 'UnitFileState', 'FragmentPath'))
+        text = run_checked(module, argv)
+        out['unit_state'] = _systemd.parse_show(text)
     if port is not None:
         out['port_listeners'], out['port_ss'] = [], []
         if not 0 < port < 65536:

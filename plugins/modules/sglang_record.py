@@ -106,9 +106,9 @@ import datetime
 import json
 import os
 import shutil
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmserve.sglang.plugins.module_utils import _files
 from ansible_collections.llmserve.sglang.plugins.module_utils import plan as planlib
 
 
@@ -141,13 +141,7 @@ def main():
         directory = os.path.dirname(p['path'])
         if not os.path.isdir(directory):
             os.makedirs(directory, 0o755)
-        fd, tmp = tempfile.mkstemp(prefix='.record.', dir=directory)
-        with os.fdopen(fd, 'w') as handle:
-            json.dump(new, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        module.atomic_move(tmp, p['path'])
+        _files.atomic_write(p['path'], json.dumps(new, indent=1, sort_keys=True), 0o644, module=module)
     marker_removed = bool(p['trial_marker']) and os.path.lexists(p['trial_marker'])
     if marker_removed and not module.check_mode:
         os.unlink(p['trial_marker'])

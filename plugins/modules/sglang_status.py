@@ -24,6 +24,7 @@ extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
   - llmserve.sglang.redact
+  - llmserve.sglang.endpoint
 attributes:
   check_mode:
     support: full
@@ -49,17 +50,6 @@ options:
     description: The service's state directory (its C(record.json)).
     type: path
     default: /var/lib/llmserve/sglang
-  host:
-    description: Address the health check connects to.
-    type: str
-    default: 127.0.0.1
-  port:
-    description: The server's port.
-    type: int
-    default: 30000
-  api_key:
-    description: The server's API key, sent as a bearer token.
-    type: str
   timeout:
     description: Seconds the health check may take.
     type: float
@@ -136,6 +126,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
+from ansible_collections.llmserve.sglang.plugins.module_utils import _systemd
 from ansible_collections.llmserve.sglang.plugins.module_utils import nvidia_smi as nsmi
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http
@@ -172,14 +164,12 @@ def _apps(module, binary):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            redact.argument_spec(),
+            _specs.endpoint_argument_spec(),
+            redact_values=redact.argument_spec()['redact_values'],
             service_name=dict(type='str', default='sglang'),
             unit_dir=dict(type='path', default='/etc/systemd/system'),
             env_dir=dict(type='path', default='/etc/llmserve'),
             state_dir=dict(type='path', default='/var/lib/llmserve/sglang'),
-            host=dict(type='str', default='127.0.0.1'),
-            port=dict(type='int', default=30000),
-            api_key=dict(type='str', no_log=True),
             timeout=dict(type='float', default=10),
             nvidia_smi=dict(type='str', default='nvidia-smi'),
         ),
@@ -191,7 +181,7 @@ def main():
     rc, out, err = module.run_command(statuslib.show_argv(name))
     if rc != 0:
         module.fail_json(msg='systemctl show %s.service failed (rc %s): %s' % (name, rc, (err or out).strip()))
-    show = statuslib.parse_show(out)
+    show = _systemd.parse_show(out)
     record_text = _read(os.path.join(p['state_dir'], 'record.json'))
     try:
         record = json.loads(record_text) if record_text else {}

@@ -24,27 +24,9 @@ extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
   - llmserve.sglang.redact
+  - llmserve.sglang.endpoint
+  - llmserve.sglang.endpoint.tls
 options:
-  host:
-    description: Address of the server.
-    type: str
-    default: 127.0.0.1
-  port:
-    description: Port of the server.
-    type: int
-    default: 30000
-  scheme:
-    description: URL scheme.
-    type: str
-    choices: [http, https]
-    default: http
-  validate_certs:
-    description: Verify the TLS certificate when O(scheme=https).
-    type: bool
-    default: true
-  api_key:
-    description: The server's API key, sent as C(Authorization Bearer).
-    type: str
   served_model_name:
     description: The C(model) field of OpenAI-style requests.
     type: str
@@ -262,6 +244,7 @@ benchmark:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http as sghttp
@@ -278,7 +261,8 @@ def run_checks(base, prompts, api_key, model, timeout, validate_certs, post=sght
     return checks
 
 
-def main():
+def argument_spec():
+    """The module's options: the endpoint's, the redaction's, the checks' and the benchmark's."""
     prompt_spec = dict(
         name=dict(type='str'),
         endpoint=dict(type='str'),
@@ -302,22 +286,48 @@ def main():
         sample_interval=dict(type='float', default=0.5),
         nvidia_smi=dict(type='str', default='nvidia-smi'),
     )
-    module = AnsibleModule(
-        argument_spec=dict(
-            redact.argument_spec(),
-            host=dict(type='str', default='127.0.0.1'),
-            port=dict(type='int', default=30000),
-            scheme=dict(type='str', default='http', choices=['http', 'https']),
-            validate_certs=dict(type='bool', default=True),
-            api_key=dict(type='str', no_log=True),
-            served_model_name=dict(type='str', default='default'),
-            timeout=dict(type='float', default=120),
-            judge=dict(type='bool', default=True),
-            prompts=dict(type='list', elements='dict', options=prompt_spec),
-            benchmark=dict(type='dict', options=bench_spec),
-        ),
-        supports_check_mode=True,
+    return dict(
+        _specs.endpoint_argument_spec(tls=True),
+        redact_values=redact.argument_spec()['redact_values'],
+        served_model_name=dict(type='str', default='default'),
+        timeout=dict(type='float', default=120),
+        judge=dict(type='bool', default=True),
+        prompts=dict(type='list', elements='dict', options=prompt_spec),
+        benchmark=dict(type='dict', options=bench_spec),
     )
+
+
+def run_benchmark(module, p, bench):
+    """The load test at each concurrency level of O(benchmark), with the GPUs sampled when asked and possible."""
+    out = {'concurrency': {}, 'labels': dict(loadgen.LABELS), 'settings': {}}
+    sampler, sample_error = None, None
+    if bench['gpu_sampling']:
+        smi = module.get_bin_path(bench['nvidia_smi'])
+        if smi:
+            sampler = gpu_sampler.Sampler(lambda argv: module.run_command(argv, handle_exceptions=False),
+                                          gpu_sampler.sample_argv(smi),
+                                          interval=bench['sample_interval'])
+            out['labels'].update(gpu_sampler.LABELS)
+        else:
+            sample_error = '%s not found on the host' % bench['nvidia_smi']
+    for level in bench['concurrency']:
+        n = bench['num_prompts'] or max(8, 4 * level)
+        fig, _results = loadgen.run_level(
+            p['host'], p['port'], level, n, input_len=bench['input_len'], output_len=bench['output_len'],
+            api_key=p['api_key'], warmup=bench['warmup'], timeout=bench['timeout'], seed=bench['seed'],
+            mode=bench['input_mode'], scheme=p['scheme'], validate_certs=p['validate_certs'],
+            request_timeout=max(p['timeout'], 60), monitor=sampler)
+        if sampler is not None:
+            fig.update(sampler.summary())
+        elif sample_error:
+            fig['gpu_sample_error'] = sample_error
+        out['concurrency'][str(level)] = fig
+    out['settings'] = dict((k, bench[k]) for k in argument_spec()['benchmark']['options'])
+    return out
+
+
+def main():
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     p = module.params
     redact.guard(module)
     try:
@@ -342,31 +352,7 @@ def main():
     result = dict(changed=False, ok=ok, reason=reason, evidence=evidence, checks=checks)
 
     if bench is not None and ok and not module.check_mode:
-        out = {'concurrency': {}, 'labels': dict(loadgen.LABELS), 'settings': {}}
-        sampler, sample_error = None, None
-        if bench['gpu_sampling']:
-            smi = module.get_bin_path(bench['nvidia_smi'])
-            if smi:
-                sampler = gpu_sampler.Sampler(lambda argv: module.run_command(argv, handle_exceptions=False),
-                                              gpu_sampler.sample_argv(smi),
-                                              interval=bench['sample_interval'])
-                out['labels'].update(gpu_sampler.LABELS)
-            else:
-                sample_error = '%s not found on the host' % bench['nvidia_smi']
-        for level in bench['concurrency']:
-            n = bench['num_prompts'] or max(8, 4 * level)
-            fig, _results = loadgen.run_level(
-                p['host'], p['port'], level, n, input_len=bench['input_len'], output_len=bench['output_len'],
-                api_key=p['api_key'], warmup=bench['warmup'], timeout=bench['timeout'], seed=bench['seed'],
-                mode=bench['input_mode'], scheme=p['scheme'], validate_certs=p['validate_certs'],
-                request_timeout=max(p['timeout'], 60), monitor=sampler)
-            if sampler is not None:
-                fig.update(sampler.summary())
-            elif sample_error:
-                fig['gpu_sample_error'] = sample_error
-            out['concurrency'][str(level)] = fig
-        out['settings'] = dict((k, bench[k]) for k in bench_spec)
-        result['benchmark'] = out
+        result['benchmark'] = run_benchmark(module, p, bench)
     result['seconds'] = round(time.time() - t0, 3)
     module.exit_json(**result)
 

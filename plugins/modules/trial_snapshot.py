@@ -109,7 +109,7 @@ def main():
     redact.guard(module)
     try:
         result = snapshot.take(p['dir'], dict((k, str(v)) for k, v in p['files'].items()), p['state'],
-                               check_mode=module.check_mode)
+                               check_mode=module.check_mode, module=module)
     except (IOError, OSError) as exc:
         module.fail_json(msg='could not keep the snapshot in %s: %s' % (p['dir'], exc))
     module.exit_json(**result)

@@ -13,7 +13,7 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.llmserve.sglang.plugins.module_utils.snapshot import write_atomic
+from ansible_collections.llmserve.sglang.plugins.module_utils._files import write_if_changed
 
 
 def text_of(content):
@@ -44,7 +44,7 @@ def write_files(dest, files, mode=0o644, dir_mode=0o755, check_mode=False):
             os.chmod(dest, dir_mode)
     for name in sorted(files):
         data = text_of(files[name]).encode('utf-8')
-        if write_atomic(os.path.join(dest, name), data, mode, check_mode):
+        if write_if_changed(os.path.join(dest, name), data, mode, check_mode=check_mode):
             out['changed'].append(name)
         else:
             out['unchanged'].append(name)

@@ -31,6 +31,7 @@ import threading
 import time
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log
+from ansible_collections.llmserve.sglang.plugins.module_utils._systemd import parse_show
 
 MODULE = 'ansible_collections.llmserve.sglang.plugins.modules.await_server_ready'
 TITLE = 'sglang::scheduler'
@@ -39,7 +40,7 @@ TITLE = 'sglang::scheduler'
 def show(unit):
     out = subprocess.run(['systemctl', 'show', '-p', 'MainPID,InvocationID,ActiveState', unit], capture_output=True,
                          text=True, check=False).stdout
-    return dict(line.split('=', 1) for line in out.splitlines() if '=' in line)
+    return parse_show(out)
 
 
 def schedulers(main_pid):

@@ -16,7 +16,6 @@ Prints `P7 ...` lines (tests/bench/run.py collects them) and exits 1 when the go
 from __future__ import absolute_import, division, print_function
 
 import argparse
-import fcntl
 import json
 import os
 import subprocess
@@ -26,23 +25,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-LOCK = '/var/tmp/llmserve-lab.lock'
 VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
 GOAL = 10.0
 
-
-def lock_held_by_ancestor():
-    """True when an inherited file descriptor is the lab lock (we run under flock(1))."""
-    try:
-        for fd in os.listdir('/proc/self/fd'):
-            try:
-                if os.readlink('/proc/self/fd/' + fd) == LOCK:
-                    return True
-            except OSError:
-                continue
-    except OSError:
-        pass
-    return os.environ.get('LLMSERVE_LAB_LOCK_HELD') == '1'
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'lab'))
+from labsession import lab_lock, lab_lock_inherited  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def run(argv, env=None, timeout=900):
@@ -114,11 +101,10 @@ def main():
     if os.geteuid() != 0:
         print('P7 skipped: the lab needs root')
         return 2
-    if lock_held_by_ancestor():
+    if lab_lock_inherited():
         res = measure(args)
     else:
-        with open(LOCK, 'a') as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with lab_lock():
             res = measure(args)
     off, on = res['off'], res['on']
     wasted_off = float(off.get('seconds') or 0)

@@ -26,7 +26,6 @@ Traffic: loopback and the lab's 10.77.0.0/24 only.
 from __future__ import absolute_import, division, print_function
 
 import argparse
-import fcntl
 import glob
 import json
 import os
@@ -38,7 +37,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-LOCK = '/var/tmp/llmserve-lab.lock'
 LABCTL = ['/usr/bin/python3', os.path.join(ROOT, 'tests', 'lab', 'labctl.py')]
 LAB_KEY = '/var/tmp/llmserve-lab/ssh/id_ed25519'
 BIN = os.path.dirname(sys.executable)
@@ -46,6 +44,9 @@ LINK_ROOT = os.path.join(ROOT, '.tmp', 'collections')
 LAB_CGROUPS = '/sys/fs/cgroup/unified/llmlab'   # tests/lab/labctl.py: one cgroup per mock host
 RULED_OUT = ('arch_unsupported', 'unknown_flag')
 REAL_VARS = os.path.join(ROOT, 'tests', 'realserver', 'vars.yml')   # the real SGLang 0.5.23 and its tiny model
+
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'lab'))
+from labsession import LOCK, lab_lock  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def log(msg):
@@ -435,6 +436,34 @@ class Bench(object):
         print('logs and reports: %s' % self.out)
 
 
+def run_steps(b, steps, named=False):
+    """Run each step; a failure is logged and kept in b.failed (with the step's name when ``named``), the next runs."""
+    for step in steps:
+        try:
+            step()
+        except Exception as e:  # print what was measured, report the rest
+            msg = '%s: %s' % (step.__name__, e) if named else str(e)
+            b.failed.append(msg)
+            log('FAILED: %s' % msg)
+
+
+def lab_phase(b, lab_steps, default_lab):
+    """The lab steps under the lab lock: the lab taken down first (and brought up when ``default_lab``), left down."""
+    log('waiting for the lab lock %s' % LOCK)
+    try:
+        with lab_lock():
+            log('lab lock held')
+            try:
+                b.lab_down()
+                if default_lab:
+                    b.lab('up')
+                run_steps(b, lab_steps, named=True)
+            finally:
+                b.lab_down()
+    finally:
+        log('lab down, lock released')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--out', default=os.path.join(ROOT, 'reports', 'bench'))
@@ -468,31 +497,9 @@ def main():
                                          ('p7', b.p7), ('p1real', p1_real)) if wanted(name)]
     # p3p6, p7 and p1real bring up labs of their own; the others share the default lab
     default_lab = any(wanted(name) for name in ('p4', 'fastest', 'p8', 'p2'))
-    for step in steps:
-        try:
-            step()
-        except Exception as e:  # print what was measured, report the rest
-            b.failed.append(str(e))
-            log('FAILED: %s' % e)
+    run_steps(b, steps)
     if not args.skip_lab and lab_steps:
-        log('waiting for the lab lock %s' % LOCK)
-        with open(LOCK, 'a') as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            log('lab lock held')
-            try:
-                b.lab_down()
-                if default_lab:
-                    b.lab('up')
-                for step in lab_steps:
-                    try:
-                        step()
-                    except Exception as e:  # print what was measured, report the rest
-                        b.failed.append('%s: %s' % (step.__name__, e))
-                        log('FAILED: %s: %s' % (step.__name__, e))
-            finally:
-                b.lab_down()
-                fcntl.flock(lock, fcntl.LOCK_UN)
-                log('lab down, lock released')
+        lab_phase(b, lab_steps, default_lab)
     b.print_table()
     print('bench: %.0f s in all' % (time.time() - t0))
     if b.failed:

@@ -3,14 +3,13 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Fixtures of the fault and bad-input suite (root, the lab).
 
-The session holds /var/tmp/llmserve-lab.lock from start to end, brings the lab up once, installs the suite's
+The session holds the lab lock from start to end and brings the lab up once (labsession.lab_session), installs the suite's
 behaviour table on the GPU hosts, deploys a baseline once (so a unit, env file, record and service exist) and takes
 the lab down at the end.
 """
 
 from __future__ import absolute_import, division, print_function
 
-import fcntl
 import json
 import os
 import subprocess
@@ -22,8 +21,6 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(os.path.dirname(HERE))
-LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py")]
-LOCK = "/var/tmp/llmserve-lab.lock"
 KEY = "/var/tmp/llmserve-lab/ssh/id_ed25519"
 IPS = {"gpu01": "10.77.0.11", "pve01": "10.77.0.12", "ct129": "10.77.0.13"}
 SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
@@ -34,6 +31,9 @@ UNIT = "/etc/systemd/system/sglang.service"
 ENV_FILE = "/etc/llmserve/sglang.env"
 STATE = "/var/lib/llmserve/sglang"
 BEHAVIOUR = os.path.join(HERE, "behaviour.yml")
+
+sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
+from labsession import lab_session  # noqa: E402  pylint: disable=wrong-import-position
 
 # The suite's baseline: the lab inventory's deployment with only the known-good configuration, a short fake load.
 BASE_VARS = {
@@ -177,16 +177,8 @@ def lab_up():
     """The lab, up once for the session under the lab lock (nothing deployed yet)."""
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
-    lock = open(LOCK, "a+", encoding="utf-8")  # pylint: disable=consider-using-with
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
-        cp = subprocess.run(LABCTL + ["up"], capture_output=True, text=True, timeout=240, check=False)
-        assert cp.returncode == 0, cp.stdout + cp.stderr
+    with lab_session():
         yield
-    finally:
-        subprocess.run(LABCTL + ["down"], capture_output=True, text=True, timeout=240, check=False)
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        lock.close()
 
 
 @pytest.fixture(scope="session")
@@ -200,3 +192,5 @@ def lab(lab_up):  # pylint: disable=redefined-outer-name,unused-argument
 
 
 sys.path.insert(0, HERE)
+# the checkout as ansible_collections.llmserve.sglang (`make links`): the tests read with the collection's own parsers
+sys.path.insert(0, os.path.join(CHECKOUT, ".tmp", "collections"))

@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 
 from conftest import BASE_VARS, CHECKOUT, PLAYBOOK, deploy, playbook_env, snapshot, ssh
+from ansible_collections.llmserve.sglang.plugins.module_utils._systemd import parse_show
 
 SVC_A = {"sglang_service_name": "sglang-a", "sglang_port": 30011, "sglang_gpus": [0, 1, 2, 3]}
 SVC_B = {"sglang_service_name": "sglang-b", "sglang_port": 30012, "sglang_gpus": "4,5,6,7"}
@@ -21,7 +22,7 @@ SVC_B = {"sglang_service_name": "sglang-b", "sglang_port": 30012, "sglang_gpus":
 def _unit(name):
     """{MainPID, InvocationID, ActiveState} of a unit on gpu01."""
     out = ssh("gpu01", "systemctl show -p MainPID,InvocationID,ActiveState %s.service" % name).stdout
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return parse_show(out)
 
 
 def _gpus_of(name):

@@ -3,8 +3,10 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The lab for one test session: the lab lock held from start to end, the lab up, and down again at the end.
 
-Used by the tests that need the default lab and nothing else set up on it (tests/awx, tests/compat); the suite's
-conftest also deploys a baseline inside its session.
+The one definition of the lab lock (``LOCK``; the Makefile reads it from here) and of taking it (``lab_lock``) and of
+bringing the lab up under it (``lab_session``). Used by the tests that need the lab (tests/awx, tests/compat,
+tests/realserver, the suite's and the lab tests' conftest, which deploy more inside their session) and by
+tests/bench. Stdlib only: also imported by scripts run with the system's python3.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,6 +24,7 @@ import time
 
 CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py")]
+# One lab per machine: whatever brings it up, uses it or takes it down holds this flock from start to end.
 LOCK = "/var/tmp/llmserve-lab.lock"
 BRIDGE = "10.77.0.1"  # the controller's address on the lab bridge llmlab0 (the lab's hosts reach it)
 
@@ -62,18 +65,48 @@ def bridge_server(make_argv, log_path, cwd=None, timeout=30):
 
 
 @contextlib.contextmanager
-def lab_session(up_args=()):
-    """Hold the lab lock, bring the lab up (asserting it came up), yield, then take it down and let the lock go.
-
-    ``up_args``: more arguments for ``labctl.py up`` (``["--real-sglang", "--gpu-count", "1"]``)."""
+def lab_lock():
+    """Hold the lab lock (an exclusive flock on LOCK; waits while another session or tool holds it) until the end."""
     with open(LOCK, "a+", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            cp = subprocess.run(LABCTL + ["up"] + list(up_args), capture_output=True, text=True, timeout=240, check=False)
-            assert cp.returncode == 0, cp.stdout + cp.stderr
             yield
         finally:
-            subprocess.run(LABCTL + ["down"], capture_output=True, text=True, timeout=240, check=False)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def lab_lock_inherited():
+    """True when this process runs under a holder of the lab lock: an inherited file descriptor is LOCK (run under
+    ``flock LOCK ...``), or the environment says so (``LLMSERVE_LAB_LOCK_HELD=1``, set by tests/bench/run.py).
+    Taking the lock again would then wait for ever."""
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink("/proc/self/fd/" + fd) == LOCK:
+                    return True
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return os.environ.get("LLMSERVE_LAB_LOCK_HELD") == "1"
+
+
+@contextlib.contextmanager
+def lab_session(up_args=(), labctl=None, up_timeout=240, down_timeout=240):
+    """Hold the lab lock, bring the lab up (asserting it came up), yield the output of ``labctl.py up``, then take the
+    lab down (also when it did not come up) and let the lock go.
+
+    ``up_args``: more arguments for ``labctl.py up`` (``["--real-sglang", "--gpu-count", "1"]``); ``labctl``: the argv
+    that runs labctl.py (default LABCTL)."""
+    labctl = list(labctl or LABCTL)
+    with lab_lock():
+        try:
+            cp = subprocess.run(labctl + ["up"] + list(up_args), capture_output=True, text=True, timeout=up_timeout,
+                                check=False)
+            assert cp.returncode == 0, cp.stdout + cp.stderr
+            yield cp.stdout
+        finally:
+            subprocess.run(labctl + ["down"], capture_output=True, text=True, timeout=down_timeout, check=False)
 
 
 def run_playbook(name, args=(), bin_dir=None, timeout=600):

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Plays one scenario on a lab GPU host with one SGLang (the fake or the real 0.5.23) and prints what it saw as JSON.
 
-Runs ON the lab host (stdlib only): ``python3 diff_probe.py --python PY --model DIR --scenario NAME``. The server
+Runs ON the lab host (stdlib, and the collection's ``systemctl show`` parser from the checkout's .tmp/collections,
+which ``make links`` makes): ``python3 diff_probe.py --python PY --model DIR --scenario NAME``. The server
 runs in a transient systemd unit with the settings of the collection's unit (Type=simple, KillMode=mixed,
 SIGTERM, TimeoutStopSec=30, PYTHONUNBUFFERED=1) and the argv the collection renders for a candidate. While it runs,
 every 0.25 s: the status code of each endpoint (1 s to answer; /health and /health_generate, which take at
@@ -24,10 +25,15 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".tmp", "collections"))
+# pylint: disable-next=wrong-import-position
+from ansible_collections.llmserve.sglang.plugins.module_utils._systemd import parse_show  # noqa: E402
 
 PORT = 30100
 ENDPOINTS = ("/model_info", "/server_info", "/v1/models")
@@ -61,7 +67,7 @@ def code(path, timeout=1.0, body=None):
 def show(unit, *props):
     out = subprocess.run(["systemctl", "show", unit] + ["-p" + p for p in props], capture_output=True, text=True,
                          check=False).stdout
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return parse_show(out)
 
 
 def procs(unit):

@@ -39,8 +39,11 @@ import pytest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lab"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".tmp", "collections"))
 # pylint: disable-next=wrong-import-position
 from labsession import BRIDGE, bridge_server, lab_session, recap, run_playbook  # noqa: E402
+# pylint: disable-next=wrong-import-position
+from ansible_collections.llmserve.sglang.plugins.module_utils._systemd import parse_show  # noqa: E402
 
 CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 VARS = os.path.join(CHECKOUT, "tests", "realserver", "vars.yml")
@@ -166,14 +169,14 @@ def test_second_run_changes_nothing(lab):  # pylint: disable=unused-argument,red
 def test_installed_service_restarts_on_failure(lab):  # pylint: disable=unused-argument,redefined-outer-name
     """kill -9 of the serving main process: systemd starts the unit again (sglang_restart: on-failure), it answers."""
     show = ssh("gpu01", "systemctl show sglang.service -p Restart -p NRestarts -p MainPID")
-    props = dict(line.split("=", 1) for line in show.split())
+    props = parse_show(show)
     assert props["Restart"] == "on-failure", show
     ssh("gpu01", "kill -9 %s" % props["MainPID"])
     deadline = time.time() + 400
     after = {}
     while time.time() < deadline:
         now = ssh("gpu01", "systemctl show sglang.service -p NRestarts -p MainPID -p InvocationID")
-        after = dict(line.split("=", 1) for line in now.split())
+        after = parse_show(now)
         restarted = int(after.get("NRestarts", 0)) > int(props["NRestarts"])
         # the new invocation's own lines only
         log = ssh("gpu01", "journalctl _SYSTEMD_INVOCATION_ID=%s --no-pager -o cat" % after.get("InvocationID"))
@@ -264,7 +267,7 @@ def group_cleanup_ends_every_rank(ranks):
     states = {}
     for host in ranks:
         shown = ssh(host, "systemctl show sglang.service -p ActiveState -p Result -p ExecMainCode -p ExecMainStatus")
-        props = dict(line.split("=", 1) for line in shown.split() if "=" in line)
+        props = parse_show(shown)
         states[host] = props
         # the unit that served ended within its stop: exit 0 or SIGTERM (a clean stop for systemd), never the
         # stop timeout's SIGKILL (Result=timeout) nor a failure

@@ -102,3 +102,20 @@ def test_state_dir_under_a_file_is_a_clear_error(tmp_path):
     with pytest.raises(deploy_lock.LockError) as err:
         deploy_lock.acquire(str(tmp_path / 'state' / 'sglang' / 'deploy.lock'), ME, NOW)
     assert str(tmp_path / 'state' / 'sglang') in str(err.value) and 'Not a directory' in str(err.value)
+
+
+def test_owner_file_text_and_mode_with_a_module(lock):
+    moves = []
+
+    class Module(object):
+        def atomic_move(self, src, dest):
+            moves.append(dest)
+            os.rename(src, dest)
+
+    deploy_lock.acquire(lock, OTHER, NOW - 30, module=Module())
+    res = deploy_lock.acquire(lock, ME, NOW, take_over=True, module=Module())
+    path = os.path.join(lock, deploy_lock.OWNER)
+    assert res['taken'] and moves == [path, path]
+    with open(path) as handle:
+        assert handle.read() == json.dumps(dict(ME, took_over=OTHER), sort_keys=True) + '\n'
+    assert mode(path) == 0o600 and os.listdir(lock) == [deploy_lock.OWNER]

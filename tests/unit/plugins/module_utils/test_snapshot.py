@@ -86,3 +86,28 @@ def test_check_mode_writes_nothing(tmp_path):
     got = snapshot.take(state_dir, files(tmp_path), STATE, check_mode=True)
     assert got['changed'] and got['taken'] and got['saved'] == ['env', 'unit']
     assert not os.path.exists(state_dir)
+
+
+class Module(object):
+    """An AnsibleModule's atomic_move, recorded."""
+
+    def __init__(self):
+        self.moves = []
+
+    def atomic_move(self, src, dest):
+        self.moves.append(os.path.basename(dest))
+        os.rename(src, dest)
+
+
+def test_with_a_module_each_file_is_moved_in_place_by_it(tmp_path):
+    state_dir = str(tmp_path / 'sglang')
+    module = Module()
+    got = snapshot.take(state_dir, files(tmp_path), STATE, module=module)
+    assert got['changed'] and sorted(module.moves) == sorted(['env', snapshot.MARKER, 'state.json', 'unit'])
+    snap = os.path.join(state_dir, 'previous')
+    for path in [os.path.join(snap, n) for n in ('state.json', 'unit', 'env')] + [got['marker']]:
+        assert mode(path) == 0o600
+    with open(os.path.join(snap, 'env')) as handle:
+        assert handle.read() == 'A=1\n'
+    with open(os.path.join(snap, 'state.json')) as handle:
+        assert handle.read() == snapshot.state_json(STATE)

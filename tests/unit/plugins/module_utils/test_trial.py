@@ -41,11 +41,6 @@ def test_init_results_keeps_plan_order_and_skip_reasons():
     assert got['y']['screen'] is None and got['y']['diagnosis'] is None
 
 
-def test_parse_systemctl_show():
-    got = trial.parse_systemctl_show('LoadState=loaded\nActiveState=active\nFragmentPath=/etc/systemd/system/sglang.service\n')
-    assert got == {'LoadState': 'loaded', 'ActiveState': 'active', 'FragmentPath': '/etc/systemd/system/sglang.service'}
-
-
 @pytest.mark.parametrize('case', CASES['verified'], ids=[c['name'] for c in CASES['verified']])
 def test_verified_by_trial(case):
     assert trial.verified_by_trial(case['outcome'], case['install'], case.get('check_mode', False)) is case['want']

@@ -2,8 +2,9 @@
 real parser (``server-args-<version>.json``), so argparse accepts, rejects and abbreviates exactly the same
 flags as the played release.
 
-Table lookup: env ``FAKE_SGLANG_ARGS_TABLE`` (a path), else ``sglang/_fake/data/server-args-<ver>.json``,
-else ``<checkout>/tests/data/sglang/server-args-<ver>.json``.
+Table lookup: env ``FAKE_SGLANG_ARGS_TABLE`` (a path), else ``sglang/_fake/data/server-args-<ver>.json`` (a table
+dropped in for another release), else ``<checkout>/tests/data/sglang/server-args-<ver>.json``: the dumps the
+collection's unit tests read, one file for both (the lab's hosts see the checkout at the same path).
 """
 from __future__ import annotations
 
