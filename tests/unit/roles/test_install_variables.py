@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The install role's public variables: meta/argument_specs.yml (the contract) against vars/main.yml (where each
-sglang_* is resolved with its default), against the sglang_install module's options, and against preflight where
-both declare a variable."""
+"""The install role's public variables: vars/main.yml (where each sglang_* is resolved, with its default from
+defaults/main.yml) against meta/argument_specs.yml (the contract), against the sglang_install module's options, and
+against preflight where both declare a variable. test_role_defaults.py checks defaults/main.yml itself."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -25,20 +25,25 @@ def _load(*parts):
 
 SPEC = _load('install', 'meta', 'argument_specs.yml')['argument_specs']['main']['options']
 VARS = _load('install', 'vars', 'main.yml')
+DEFAULTS = _load('install', 'defaults', 'main.yml')['_install_defaults']
 TASKS = _load('install', 'tasks', 'main.yml')
 MODULE_OPTIONS = yaml.safe_load(module.DOCUMENTATION)['options']
 
 
 def resolved():
-    """internal var -> (sglang_* name, default or the string 'REQUIRED')."""
+    """internal var -> (sglang_* name, default or the string 'REQUIRED'): ``{{ sglang_X }}`` or
+    ``{{ sglang_X | default(_install_defaults.sglang_X) }}``."""
     found = {}
     env = Environment()
     for key, value in VARS.items():
         assert key.startswith('_install_'), key
-        names = list(env.parse(value).find_all(nodes.Name))
-        defaults = [f for f in env.parse(value).find_all(nodes.Filter) if f.name == 'default']
-        assert len(names) == 1 and names[0].name.startswith('sglang_'), value
-        found[key] = (names[0].name, defaults[0].args[0].as_const() if defaults else 'REQUIRED')
+        tree = env.parse(value)
+        names = [n.name for n in tree.find_all(nodes.Name)]
+        defaults = [f for f in tree.find_all(nodes.Filter) if f.name == 'default']
+        assert names[0].startswith('sglang_') and names[1:] == (['_install_defaults'] if defaults else []), value
+        if defaults:
+            assert defaults[0].args[0].attr == names[0], value  # the variable's own default
+        found[key] = (names[0], DEFAULTS[names[0]] if defaults else 'REQUIRED')
     return found
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The preflight role's public variables: meta/argument_specs.yml (the contract) against vars/main.yml (where each
-sglang_* is resolved with its default) and against what sglang_launch accepts."""
+"""The preflight role's public variables against what sglang_launch accepts, and how vars/main.yml resolves them from
+the role defaults and the user's values (defaults/main.yml against meta/argument_specs.yml: test_role_defaults.py)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -10,7 +10,6 @@ import os
 
 import pytest
 import yaml
-from jinja2 import Environment, nodes
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
@@ -27,46 +26,15 @@ except ImportError:  # pragma: no cover - older ansible-core
 ROLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'roles', 'preflight')
 with open(os.path.join(ROLE, 'meta', 'argument_specs.yml')) as _handle:
     SPEC = yaml.safe_load(_handle)['argument_specs']['main']['options']
+with open(os.path.join(ROLE, 'defaults', 'main.yml')) as _handle:
+    DEFAULTS = yaml.safe_load(_handle)
 with open(os.path.join(ROLE, 'vars', 'main.yml')) as _handle:
     VARS = yaml.safe_load(_handle)
 
 
-def defaults_in_vars():
-    """sglang_* -> the defaults vars/main.yml gives it: ``X | default(D)``, and ``BASE | combine(X | default({}))``
-    (BASE is then the default)."""
-    found = {}
-    env = Environment()
-    for value in VARS.values():
-        if not isinstance(value, str):
-            continue
-        filters = list(env.parse(value).find_all(nodes.Filter))
-        combined = [f for f in filters if f.name == 'combine' and f.args and isinstance(f.args[0], nodes.Filter)]
-        for node in combined:
-            found.setdefault(node.args[0].node.name, []).append(node.node.as_const())
-        for node in filters:
-            if (node.name == 'default' and isinstance(node.node, nodes.Name) and node.node.name.startswith('sglang_')
-                    and not [c for c in combined if c.args[0] is node]):
-                found.setdefault(node.node.name, []).append(node.args[0].as_const() if node.args else None)
-    return found
-
-
-DEFAULTS = defaults_in_vars()
-
-
-@pytest.mark.parametrize('name', sorted(SPEC))
-def test_vars_default_is_the_spec_default(name):
-    opt = SPEC[name]
-    if opt.get('required'):
-        assert name not in DEFAULTS, '%s is required: vars/main.yml gives it no default' % name
-        return
-    assert name in DEFAULTS, '%s is declared but vars/main.yml does not resolve it' % name
-    for got in DEFAULTS[name]:
-        assert got == opt.get('default'), '%s: vars/main.yml default %r, argument_specs default %r' % (
-            name, got, opt.get('default'))
-
-
-def test_every_resolved_variable_is_declared():
-    assert set(DEFAULTS) - set(SPEC) == set()
+def templar(given):
+    """The role's variables as a play sees them: the role defaults, overridden by what the user gives."""
+    return Templar(loader=DataLoader(), variables=dict(DEFAULTS, **given))
 
 
 def test_restart_choices_are_what_sglang_launch_accepts():
@@ -101,6 +69,40 @@ def test_role_argument_validation_of_sglang_restart(value, error):
     ({'sglang_restart': 'always', 'sglang_restart_sec': 3}, 'always', 3),
 ])
 def test_resolved_restart_policy(given, restart, restart_sec):
-    templar = Templar(loader=DataLoader(), variables=given)
-    assert templar.template(trust_as_template(VARS['preflight_restart'])) == restart
-    assert int(templar.template(trust_as_template(VARS['preflight_restart_sec']))) == restart_sec
+    assert templar(given).template(trust_as_template(VARS['preflight_restart'])) == restart
+    assert int(templar(given).template(trust_as_template(VARS['preflight_restart_sec']))) == restart_sec
+
+
+def resolve(name, given):
+    """``name`` of vars/main.yml as the role's tasks see it: role vars over the user's values over role defaults."""
+    variables = dict(DEFAULTS, sglang_model_path='owner/model', **given)
+    variables.update((k, trust_as_template(v) if isinstance(v, str) else v) for k, v in VARS.items())
+    templar = Templar(loader=DataLoader(), variables=variables)
+    if isinstance(VARS[name], dict):
+        return dict((k, templar.template(trust_as_template(v))) for k, v in VARS[name].items())
+    return templar.template(trust_as_template(VARS[name]))
+
+
+@pytest.mark.parametrize('name, given, value', [
+    ('preflight_port', {}, 30000),
+    ('preflight_port', {'sglang_port': 8000}, 8000),
+    ('preflight_env_in', {}, {'CUDA_HOME': '/usr/local/cuda-13.0', 'CUDA_DEVICE_ORDER': 'PCI_BUS_ID'}),
+    ('preflight_env_in', {'sglang_env': {'A': '1'}}, {'A': '1'}),  # replaces the default, not merged with it
+    ('preflight_known_good', {}, {'name': 'known-good', 'moe_runner_backend': 'flashinfer_cutlass',
+                                  'fp4_gemm_backend': 'flashinfer_cudnn'}),
+    ('preflight_served_model_name', {}, ''),
+    ('preflight_served_model_name', {'sglang_served_model_name': None}, ''),
+    ('preflight_served_model_name', {'sglang_model_download': True}, 'owner/model'),
+    ('preflight_served_model_name', {'sglang_model_download': True, 'sglang_served_model_name': 'm'}, 'm'),
+    ('preflight_benchmark', {}, {'enabled': False, 'concurrency': [1, 64], 'num_prompts': 64, 'input_len': 256,
+                                 'output_len': 128}),
+    ('preflight_benchmark', {'sglang_benchmark': {'enabled': True, 'num_prompts': 8}},
+     {'enabled': True, 'concurrency': [1, 64], 'num_prompts': 8, 'input_len': 256, 'output_len': 128}),
+    ('preflight_node_rank', {}, None),  # no default: a member of a serving group must give it
+    ('preflight_node_rank', {'sglang_node_rank': 1}, 1),
+    ('preflight_service_files', {}, {'unit': '/etc/systemd/system/sglang.service', 'env': '/etc/llmserve/sglang.env'}),
+    ('preflight_service_files', {'sglang_service_name': 'sglang-b'},
+     {'unit': '/etc/systemd/system/sglang-b.service', 'env': '/etc/llmserve/sglang-b.env'}),
+])
+def test_resolved_input(name, given, value):
+    assert resolve(name, given) == value
