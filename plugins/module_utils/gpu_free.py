@@ -23,13 +23,6 @@ from ansible_collections.llmserve.sglang.plugins.module_utils import nvidia_smi 
 DEFAULTS = dict([(key, spec.get('default')) for key, spec in _specs.gpu_free_argument_spec().items()], vmid=None)
 
 
-def argument_spec(**more):
-    """The clean-up options' argument spec (``_specs.gpu_free_argument_spec()``), with ``more`` options added."""
-    spec = _specs.gpu_free_argument_spec()
-    spec.update(more)
-    return spec
-
-
 def bounds_error(params):
     """The message when a wait would not be bounded (timeout or stop_timeout not above 0, term_grace below 0)."""
     if params['timeout'] <= 0 or params['stop_timeout'] <= 0 or params['term_grace'] < 0:

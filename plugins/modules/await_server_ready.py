@@ -32,6 +32,8 @@ extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
   - llmserve.sglang.redact
+  - llmserve.sglang.endpoint
+  - llmserve.sglang.endpoint.tls
 options:
   service_name:
     description:
@@ -48,26 +50,6 @@ options:
       - The server's process ID, watched when there is no O(service_name).
       - Without O(pid) and O(service_name), only the log and the health endpoint are watched.
     type: int
-  host:
-    description: Address of the server's HTTP endpoint.
-    type: str
-    default: 127.0.0.1
-  port:
-    description: Port of the server's HTTP endpoint.
-    type: int
-    default: 30000
-  scheme:
-    description: URL scheme of the HTTP endpoint.
-    type: str
-    choices: [http, https]
-    default: http
-  validate_certs:
-    description: Verify the TLS certificate when O(scheme=https).
-    type: bool
-    default: true
-  api_key:
-    description: The server's API key, sent as C(Authorization Bearer).
-    type: str
   health_path:
     description: The health endpoint; C(/health_generate) proves a token can be generated.
     type: str
@@ -367,21 +349,18 @@ unit:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmserve.sglang.plugins.module_utils import _readiness
+from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            redact.argument_spec(),
+            _specs.endpoint_argument_spec(tls=True),
+            redact_values=redact.argument_spec()['redact_values'],
             service_name=dict(type='str'),
             log_path=dict(type='path'),
             pid=dict(type='int'),
-            host=dict(type='str', default='127.0.0.1'),
-            port=dict(type='int', default=30000),
-            scheme=dict(type='str', default='http', choices=['http', 'https']),
-            validate_certs=dict(type='bool', default=True),
-            api_key=dict(type='str', no_log=True),
             health_path=dict(type='str', default='/health_generate'),
             health_request_timeout=dict(type='float', default=25),
             require_ready_line=dict(type='bool', default=True),

@@ -27,6 +27,7 @@ extends_documentation_fragment:
   - llmserve.sglang.attributes
   - llmserve.sglang.attributes.platform
   - llmserve.sglang.redact
+  - llmserve.sglang.gpu_free.free_gpus
 attributes:
   check_mode:
     support: full
@@ -219,66 +220,6 @@ options:
         with O(llmserve.sglang.gpu_reset#module:vmid) there).
     type: dict
     version_added: 0.2.0
-    suboptions:
-      gpus:
-        description:
-          - The GPUs to free, indices or GPU UUIDs (the service's C(sglang_gpus)); default all. Only holders of these
-            GPUs alone, and not in another system service, are ended (see M(llmserve.sglang.gpu_reset)'s
-            O(llmserve.sglang.gpu_reset#module:gpus)).
-        type: list
-        elements: str
-      stop_timeout:
-        description: Seconds the stop may take before the unit is killed.
-        type: float
-        default: 60
-      kill_unit:
-        description:
-          - Kill the unit with SIGKILL first, then stop it. For a unit whose server already failed (nothing to drain;
-            SGLang's own clean-up after a crash ignores SIGTERM for up to a minute).
-        type: bool
-        default: false
-      protected_pids:
-        description: PIDs never to signal.
-        type: list
-        elements: int
-        default: []
-      protected_names:
-        description: Process names never to signal, added to the built-in list.
-        type: list
-        elements: str
-        default: []
-      default_protected:
-        description: Also protect the built-in names (C(systemd), C(sshd), C(nvidia-persistenced), ...).
-        type: bool
-        default: true
-      term_grace:
-        description: Seconds between SIGTERM and SIGKILL.
-        type: float
-        default: 5
-      timeout:
-        description: Seconds the freeing may take, memory wait included.
-        type: float
-        default: 30
-      memory_threshold_mib:
-        description: A GPU counts as free when its used memory is below this (MiB).
-        type: int
-        default: 1024
-      hard_reset:
-        description: Run C(nvidia-smi --gpu-reset) on GPUs still held at the end (never on shared machines).
-        type: bool
-        default: false
-      nvidia_smi:
-        description: Name or path of C(nvidia-smi).
-        type: str
-        default: nvidia-smi
-      fuser:
-        description: Name or path of C(fuser); without it C(/proc/*/fd) is scanned.
-        type: str
-        default: fuser
-      devices:
-        description: Shell glob of the GPU device nodes.
-        type: str
-        default: /dev/nvidia*
 notes:
   - On stop systemd sends SIGTERM to the main process only (C(KillMode=mixed)); SGLang then takes its workers down.
     What is left after O(timeout_stop_sec) gets SIGKILL, so a stop is bounded.
@@ -433,7 +374,7 @@ gpus_freed:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import _launch
-from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_free
+from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 
 
@@ -481,7 +422,7 @@ def argument_spec():
         limit_nofile=dict(type='int', default=1048576),
         working_directory=dict(type='path', default='/'),
         user=dict(type='str'),
-        free_gpus=dict(type='dict', options=gpu_free.argument_spec()),
+        free_gpus=dict(type='dict', options=_specs.gpu_free_argument_spec()),
     )
 
 

@@ -71,4 +71,3 @@ def test_each_call_returns_a_fresh_spec():
 def test_gpu_free_defaults_follow_the_spec():
     spec = _specs.gpu_free_argument_spec()
     assert gpu_free.DEFAULTS == dict([(k, v.get('default')) for k, v in spec.items()], vmid=None)
-    assert gpu_free.argument_spec(vmid=dict(type='int'))['vmid'] == dict(type='int')
