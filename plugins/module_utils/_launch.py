@@ -21,6 +21,7 @@ import os
 from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import _files
+from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
 from ansible_collections.llmserve.sglang.plugins.module_utils import _systemd
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_free
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
@@ -327,3 +328,51 @@ def run(module):
     launch.plan()
     launch.apply()
     launch.finish()
+
+
+def argument_spec():
+    """The sglang_launch module's options (its DOCUMENTATION describes them)."""
+    return dict(
+        redact.argument_spec(),
+        service_name=dict(type='str', required=True),
+        state=dict(type='str', default='started', choices=['started', 'stopped', 'restarted', 'present', 'absent']),
+        enabled=dict(type='bool'),
+        python=dict(type='path'),
+        model_path=dict(type='str'),
+        served_model_name=dict(type='str'),
+        tp_size=dict(type='int'),
+        nnodes=dict(type='int'),
+        node_rank=dict(type='int'),
+        dist_init_addr=dict(type='str'),
+        quantization=dict(type='str'),
+        moe_runner_backend=dict(type='str'),
+        fp4_gemm_backend=dict(type='str'),
+        attention_backend=dict(type='str'),
+        tool_call_parser=dict(type='str'),
+        reasoning_parser=dict(type='str'),
+        host=dict(type='str'),
+        port=dict(type='int'),
+        api_key=dict(type='str', no_log=True),
+        env=dict(type='dict', default={}),
+        extra_args=dict(type='list', elements='str', default=[]),
+        disable_custom_all_reduce=dict(type='bool', default=False),
+        gpu_arch=dict(type='str'),
+        gpu_count=dict(type='int'),
+        sglang_options=dict(type='raw'),
+        sglang_version=dict(type='str'),
+        check_flags=dict(type='bool', default=True),
+        force=dict(type='bool', default=False),
+        unit_dir=dict(type='path', default='/etc/systemd/system'),
+        env_dir=dict(type='path', default='/etc/llmserve'),
+        backup=dict(type='bool', default=True),
+        backup_dir=dict(type='path'),
+        backup_keep=dict(type='int', default=5),
+        description=dict(type='str'),
+        restart=dict(type='raw', default='no'),
+        restart_sec=dict(type='int', default=10),
+        timeout_stop_sec=dict(type='int', default=30),
+        limit_nofile=dict(type='int', default=1048576),
+        working_directory=dict(type='path', default='/'),
+        user=dict(type='str'),
+        free_gpus=dict(type='dict', options=_specs.gpu_free_argument_spec()),
+    )

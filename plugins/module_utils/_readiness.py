@@ -19,6 +19,7 @@ import signal as signal_mod
 import threading
 import time
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
 from ansible_collections.llmserve.sglang.plugins.module_utils import _systemd
 from ansible_collections.llmserve.sglang.plugins.module_utils import activity
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
@@ -614,3 +615,42 @@ def run(module):
     if unit:
         out['unit'] = watch.summary()
     module.exit_json(**out)
+
+
+REQUIRED_ONE_OF = [('service_name', 'log_path')]
+
+
+def argument_spec():
+    """The await_server_ready module's options (its DOCUMENTATION describes them)."""
+    return dict(
+        _specs.endpoint_argument_spec(tls=True),
+        redact_values=redact.argument_spec()['redact_values'],
+        service_name=dict(type='str'),
+        log_path=dict(type='path'),
+        pid=dict(type='int'),
+        health_path=dict(type='str', default='/health_generate'),
+        health_request_timeout=dict(type='float', default=25),
+        require_ready_line=dict(type='bool', default=True),
+        timeout=dict(type='float', default=1800),
+        hang_timeout=dict(type='float', default=600),
+        unhealthy_timeout=dict(type='float', default=60),
+        step=dict(type='float', default=0),
+        progress=dict(type='float', default=0),
+        progress_label=dict(type='str'),
+        group=dict(type='dict'),
+        cursor=dict(type='str'),
+        since=dict(type='str'),
+        start_time=dict(type='float'),
+        poll_interval=dict(type='float', default=0.1),
+        journal_mode=dict(type='str', default='follow', choices=['follow', 'poll']),
+        fatal_patterns=dict(type='list', elements='raw', default=[]),
+        telling_patterns=dict(type='list', elements='str', default=[]),
+        tail_lines=dict(type='int', default=40),
+        probe=dict(type='dict', options=dict(
+            endpoint=dict(type='str', default='/generate'),
+            prompt=dict(type='str', default='The capital city of France is'),
+            max_tokens=dict(type='int', default=8, no_log=False),
+            model=dict(type='str'),
+            timeout=dict(type='float', default=60),
+        )),
+    )

@@ -349,47 +349,11 @@ unit:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmserve.sglang.plugins.module_utils import _readiness
-from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
-from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            _specs.endpoint_argument_spec(tls=True),
-            redact_values=redact.argument_spec()['redact_values'],
-            service_name=dict(type='str'),
-            log_path=dict(type='path'),
-            pid=dict(type='int'),
-            health_path=dict(type='str', default='/health_generate'),
-            health_request_timeout=dict(type='float', default=25),
-            require_ready_line=dict(type='bool', default=True),
-            timeout=dict(type='float', default=1800),
-            hang_timeout=dict(type='float', default=600),
-            unhealthy_timeout=dict(type='float', default=60),
-            step=dict(type='float', default=0),
-            progress=dict(type='float', default=0),
-            progress_label=dict(type='str'),
-            group=dict(type='dict'),
-            cursor=dict(type='str'),
-            since=dict(type='str'),
-            start_time=dict(type='float'),
-            poll_interval=dict(type='float', default=0.1),
-            journal_mode=dict(type='str', default='follow', choices=['follow', 'poll']),
-            fatal_patterns=dict(type='list', elements='raw', default=[]),
-            telling_patterns=dict(type='list', elements='str', default=[]),
-            tail_lines=dict(type='int', default=40),
-            probe=dict(type='dict', options=dict(
-                endpoint=dict(type='str', default='/generate'),
-                prompt=dict(type='str', default='The capital city of France is'),
-                max_tokens=dict(type='int', default=8, no_log=False),
-                model=dict(type='str'),
-                timeout=dict(type='float', default=60),
-            )),
-        ),
-        required_one_of=[('service_name', 'log_path')],
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=_readiness.argument_spec(), required_one_of=_readiness.REQUIRED_ONE_OF,
+                           supports_check_mode=True)
     _readiness.run(module)
 
 

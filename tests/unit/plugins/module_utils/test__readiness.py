@@ -3,7 +3,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import ast
 import io
 import json
 import os
@@ -20,7 +19,6 @@ from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log
 
 HERE = os.path.dirname(__file__)
 CASES = yaml.safe_load(open(os.path.join(HERE, 'cases', '_readiness.yml'), encoding='utf-8'))
-MODULE_FILE = os.path.join(HERE, '..', '..', '..', '..', 'plugins', 'modules', 'await_server_ready.py')
 HU = 'ansible_collections.llmserve.sglang.plugins.module_utils.sglang_http.open_url'
 READY = CASES['texts']['ready']
 CRASH = CASES['texts']['crash']
@@ -250,29 +248,24 @@ def test_probe_that_kills_the_server_is_classified_by_the_same_call(tmp_path, mo
     assert res['probe']['ok'] is False
 
 
-def documented_options():
-    """The options of the await_server_ready module's DOCUMENTATION (read from its source, not imported)."""
-    with open(MODULE_FILE) as f:
-        tree = ast.parse(f.read())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ['DOCUMENTATION']:
-            return yaml.safe_load(node.value.value)['options']
-    raise AssertionError('no DOCUMENTATION in %s' % MODULE_FILE)
+def spec_default(option):
+    """An option's default as AnsibleModule hands it to run(module) (a float option's int default as a float)."""
+    default = option.get('default')
+    return float(default) if option['type'] == 'float' and default is not None else default
 
 
-def test_params_are_the_documented_defaults():
-    options = documented_options()
+def test_params_are_the_spec_defaults():
+    """The cases' params are what the module's argument spec (sanity's validate-modules holds it to the module's
+    documentation) gives run(module) when no option is set."""
+    spec = _readiness.argument_spec()
     params = CASES['params']
-    # redact_values comes from the doc fragment llmserve.sglang.redact
-    assert sorted(params) == sorted(list(options) + ['redact_values'])
-    for name, option in options.items():
-        assert params[name] == option.get('default'), name
-        if option['type'] == 'float' and params[name] is not None:
-            assert isinstance(params[name], float), name
-    suboptions = options['probe']['suboptions']
-    assert sorted(CASES['probe_params']) == sorted(suboptions)
-    for name, option in suboptions.items():
-        assert CASES['probe_params'][name] == option.get('default'), name
+    assert sorted(params) == sorted(spec)
+    for name, option in spec.items():
+        assert params[name] == spec_default(option), name
+        assert type(params[name]) is type(spec_default(option)), name
+    assert sorted(CASES['probe_params']) == sorted(spec['probe']['options'])
+    for name, option in spec['probe']['options'].items():
+        assert CASES['probe_params'][name] == spec_default(option), name
 
 
 # --------------------------------------------------------------------------- the watchers

@@ -108,7 +108,7 @@ def test_owner_file_text_and_mode_with_a_module(lock):
     moves = []
 
     class Module(object):
-        def atomic_move(self, src, dest):
+        def atomic_move(self, src, dest, **kwargs):
             moves.append(dest)
             os.rename(src, dest)
 

@@ -94,7 +94,7 @@ class Module(object):
     def __init__(self):
         self.moves = []
 
-    def atomic_move(self, src, dest):
+    def atomic_move(self, src, dest, **kwargs):
         self.moves.append(os.path.basename(dest))
         os.rename(src, dest)
 
