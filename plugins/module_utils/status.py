@@ -31,6 +31,7 @@ def unit_argv(unit_text, values=()):
     value = systemd_unit.read_unit_value(unit_text, 'ExecStart')
     if not value:
         return []
+    value = value.replace('\\\n', ' ')  # systemd reads a backslash before a newline as a space
     try:
         words = systemd_unit.split_words(value)
     except ValueError:
