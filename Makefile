@@ -73,7 +73,7 @@ define need_venv
 	fi
 endef
 
-.PHONY: realserver help setup setup-apt setup-venv setup-importer setup-ansible-test setup-real-sglang setup-compat links tree test $(GATES) \
+.PHONY: realserver help setup setup-base setup-apt setup-venv setup-importer setup-ansible-test setup-real-sglang setup-compat links tree test $(GATES) \
 	lab-up lab-down lab-status demo bench gpu-check build ee-context clean
 
 help: ## list the targets
@@ -81,8 +81,10 @@ help: ## list the targets
 
 # ---------------------------------------------------------------- setup
 
-setup: setup-apt setup-venv setup-importer setup-ansible-test setup-real-sglang setup-mirror links ## install apt packages (if missing), .venv, .venv-importer, the lab's real SGLang, .venv-mirror
+setup: setup-base setup-real-sglang ## install apt packages (if missing), .venv, .venv-importer, .venv-mirror, the lab's real SGLang
 	@echo "setup: done ($(VENV): $$($(PY) -c 'import ansible; print("ansible-core", ansible.__version__)'))"
+
+setup-base: setup-apt setup-venv setup-importer setup-ansible-test setup-mirror links ## what every gate but realserver needs
 
 setup-apt: ## install the Debian packages the gates and the lab need, only those missing
 	@missing=""; \
@@ -166,9 +168,14 @@ tree:
 
 # ---------------------------------------------------------------- gates
 
+# The real SGLang's install (minutes on a new machine) runs in the background while the gates before realserver run;
+# realserver's own setup-real-sglang then waits for it (install.py holds a lock) and reuses what it installed.
 test: ## make setup, then every gate in sequence (all run; fails if any fails) and a summary
-	@$(MAKE) setup
+	@$(MAKE) setup-base
 	@mkdir -p "$(LOG_DIR)"; rm -f "$(LOG_DIR)"/*.log; \
+	echo "setup-real-sglang: in the background, log $(LOG_DIR)/setup-real-sglang.log"; \
+	"$(PYTHON)" tests/lab/realsglang/install.py --python "$(PYTHON)" > "$(LOG_DIR)/setup-real-sglang.log" 2>&1 & \
+	installing=$$!; \
 	passed=0; failed=0; summary=""; \
 	for gate in $(GATES); do \
 	  echo; echo "================================================================ $$gate"; \
@@ -179,6 +186,7 @@ test: ## make setup, then every gate in sequence (all run; fails if any fails) a
 	  line=$$(grep -E '^(=+ .*(passed|failed|error|no tests ran).* =+|RESULT: .*|(Passed|Failed): .*|ERROR: .*)$$' "$(LOG_DIR)/$$gate.log" | tail -n 1 || true); \
 	  summary="$$summary$$(printf '%-10s %-6s %5ss  %s' "$$gate" "$$st" "$$secs" "$$line")\n"; \
 	done; \
+	wait "$$installing" || true; \
 	echo; echo "================================================================ summary (logs: $(LOG_DIR))"; \
 	printf "$$summary"; \
 	echo "gates: $$passed passed, $$failed failed"; \
@@ -268,7 +276,7 @@ suite: links ## fault and bad-input suite: pytest tests/integration on the lab (
 	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/integration -v -p no:cacheprovider \
 	  --durations=15 $(PYTEST_ARGS)
 
-realserver: links ## the real SGLang 0.5.23 on the lab: faults, fallback, clean-up, a two-node group (root, lab lock)
+realserver: links setup-real-sglang ## the real SGLang 0.5.23 on the lab: faults, fallback, clean-up, a two-node group (root, lab lock)
 	$(need_venv)
 	$(call need,pytest)
 	@test "$$(id -u)" = 0 || { echo "ERROR: the real-server gate needs the lab, which needs root. Run as root."; exit 2; }

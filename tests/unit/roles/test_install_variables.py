@@ -7,15 +7,15 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import ast
 import os
 
 import pytest
 import yaml
 from jinja2 import Environment, nodes
 
-from ansible_collections.llmserve.sglang.plugins.modules import sglang_install as module
-
 ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'roles')
+MODULE_FILE = os.path.join(ROLES, '..', 'plugins', 'modules', 'sglang_install.py')
 
 
 def _load(*parts):
@@ -27,7 +27,17 @@ SPEC = _load('install', 'meta', 'argument_specs.yml')['argument_specs']['main'][
 VARS = _load('install', 'vars', 'main.yml')
 DEFAULTS = _load('install', 'defaults', 'main.yml')['_install_defaults']
 TASKS = _load('install', 'tasks', 'main.yml')
-MODULE_OPTIONS = yaml.safe_load(module.DOCUMENTATION)['options']
+
+
+def _documentation(path):
+    """A module's DOCUMENTATION, read from its source (the module is not imported)."""
+    with open(path) as handle:
+        tree = ast.parse(handle.read())
+    return next(node.value.value for node in tree.body
+                if isinstance(node, ast.Assign) and getattr(node.targets[0], 'id', None) == 'DOCUMENTATION')
+
+
+MODULE_OPTIONS = yaml.safe_load(_documentation(MODULE_FILE))['options']
 
 
 def resolved():
