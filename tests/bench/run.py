@@ -9,7 +9,8 @@
   P3  collection overhead of a 3-candidate deploy over SSH (wall - the fake servers' own time), by role
   P4  clean-up to verified-free, 8 GPUs held on a host and in a container (holders obey SIGTERM)
   P5  load generator accuracy, 64 streams at 2,500 tok/s                               tests/bench/loadgen_accuracy.py
-  P6  deploy wall time to 8 GPU hosts vs 1 (tests/bench/lab-8gpu.yml)
+  P6  deploy wall time to 8 GPU hosts vs 1 (tests/bench/lab-8gpu.yml); P3c the controller's CPU per host there
+      (with --baseline DIR, the same deploys with the collection of another checkout, side by side)
   P7  tests/bench/p7_screen.py, when it exists (run under the same lock, LLMSERVE_LAB_LOCK_HELD=1)
   P8  controller CPU of awaiting a 30-minute model load against a 1-minute one, time-scaled 20x
       (tests/bench/await_cost/await_cost.yml), beside an idle task of the same lengths
@@ -59,6 +60,7 @@ class Bench(object):
         self.rows = []          # (id, figure, measured, goal, anchor, met)
         self.notes = []
         self.failed = []
+        self.controller_per_host = {}   # label ('' for this checkout) -> controller CPU per host, 8-host deploy
 
     def add(self, pid, figure, measured, goal, anchor, met):
         self.rows.append((pid, figure, measured, goal, anchor, met))
@@ -84,8 +86,8 @@ class Bench(object):
             raise RuntimeError('%s failed (rc %s), see %s:\n%s' % (name, proc.returncode, path, text[-2000:]))
         return proc.returncode, seconds, text
 
-    def ansible_env(self, timing_file=None):
-        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=LINK_ROOT, ANSIBLE_NOCOLOR='1', ANSIBLE_FORCE_COLOR='0',
+    def ansible_env(self, timing_file=None, collections=LINK_ROOT):
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections, ANSIBLE_NOCOLOR='1', ANSIBLE_FORCE_COLOR='0',
                    ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, 'callback_plugins'))
         env['PATH'] = BIN + os.pathsep + env.get('PATH', '')
         if timing_file:
@@ -94,13 +96,13 @@ class Bench(object):
             env['BENCH_HOST_CGROUPS'] = LAB_CGROUPS
         return env
 
-    def playbook(self, name, playbook, inventory, args=(), forks=None):
+    def playbook(self, name, playbook, inventory, args=(), forks=None, collections=LINK_ROOT):
         """ansible-playbook with the timing callback; returns (wall seconds, timing dict)."""
         timing = os.path.join(self.out, 'logs', name + '.timing.json')
         argv = [os.path.join(BIN, 'ansible-playbook'), playbook, '-i', inventory] + list(args)
         if forks:
             argv += ['--forks', str(forks)]
-        rc, seconds, dummy = self.sh(argv, name, env=self.ansible_env(timing))
+        rc, seconds, dummy = self.sh(argv, name, env=self.ansible_env(timing, collections))
         with open(timing) as f:
             return seconds, json.load(f)
 
@@ -341,31 +343,38 @@ class Bench(object):
         out['(start-up, between tasks)'] = wall - tasks_sum
         return wall, server, out, len(rows)
 
-    def p3_p6(self):
+    def p3_p6(self, checkout=ROOT, label=''):
+        """P3 and P6 with the collection of ``checkout`` (another checkout: the baseline, its rows marked ``label``)."""
         inv, hosts = self.inventory_8()
-        log('P3/P6: lab of 8 GPU hosts; deploy to gpu01 alone (3 candidates: trtllm-moe, cutedsl-moe, known-good)')
+        collections = LINK_ROOT if checkout == ROOT else self.link_checkout(checkout)
+        deploy = os.path.join(checkout, 'playbooks', 'deploy.yml')
+        tag = label.replace(' ', '-') if label else ''
+        log('P3/P6%s: lab of 8 GPU hosts; deploy to gpu01 alone (3 candidates: trtllm-moe, cutedsl-moe, known-good)'
+            % label)
         self.lab_down()
         self.lab('--config', os.path.join(HERE, 'lab-8gpu.yml'), 'up')
         cpu0 = self.lab_cpu()
-        t1, timing1 = self.playbook('p6-deploy-1host', 'playbooks/deploy.yml', inv,
-                                    ['-l', hosts[0], '-e', 'sglang_report_dir=' + os.path.join(self.out, 'deploy-1host')],
-                                    forks=10)
+        out1 = os.path.join(self.out, 'deploy-1host' + tag)
+        t1, timing1 = self.playbook('p6-deploy-1host' + tag, deploy, inv,
+                                    ['-l', hosts[0], '-e', 'sglang_report_dir=' + out1], forks=10, collections=collections)
         ctl1, hosts1 = self.last_cpu, self.cpu_since(cpu0, hosts[:1])
-        for h in hosts[:1]:
-            with open(os.path.join(self.out, 'deploy-1host', h + '.json')) as f:
-                self.reports.append(json.load(f))
+        if not label:
+            for h in hosts[:1]:
+                with open(os.path.join(out1, h + '.json')) as f:
+                    self.reports.append(json.load(f))
         wall, server, by_role, ntasks = self.overhead(timing1, hosts[0])
-        self.add('P3', 'collection overhead, 3-candidate deploy over SSH (%d tasks; wall %.1f s - servers %.1f s)' % (
-            ntasks, wall, server), '%.1f s' % (wall - server), '<= 10 s',
+        self.add('P3', 'collection overhead, 3-candidate deploy over SSH%s (%d tasks; wall %.1f s - servers %.1f s)' % (
+            label, ntasks, wall, server), '%.1f s' % (wall - server), '<= 10 s',
             'by hand: each try is minutes of typing and reading logs', wall - server <= 10)
-        self.p3_roles = sorted(by_role.items(), key=lambda kv: -kv[1])
-
-        log('P6: fresh lab, deploy to all 8 GPU hosts (forks 10)')
+        if not label:
+            self.p3_roles = sorted(by_role.items(), key=lambda kv: -kv[1])
+        log('P6%s: fresh lab, deploy to all 8 GPU hosts (forks 10)' % label)
         self.lab_down()
         self.lab('--config', os.path.join(HERE, 'lab-8gpu.yml'), 'up')
         cpu0 = self.lab_cpu()
-        t8, dummy = self.playbook('p6-deploy-8hosts', 'playbooks/deploy.yml', inv,
-                                  ['-e', 'sglang_report_dir=' + os.path.join(self.out, 'deploy-8hosts')], forks=10)
+        out8 = os.path.join(self.out, 'deploy-8hosts' + tag)
+        t8, dummy = self.playbook('p6-deploy-8hosts' + tag, deploy, inv, ['-e', 'sglang_report_dir=' + out8], forks=10,
+                                  collections=collections)
         ctl8, hosts8 = self.last_cpu, self.cpu_since(cpu0, hosts)
         # the 8 fake servers now serve and are idle: what do they cost while nobody asks them anything?
         cpu_idle0, idle_t0 = self.lab_cpu(), time.time()
@@ -373,23 +382,49 @@ class Bench(object):
         idle = sum(self.cpu_since(cpu_idle0, hosts).values()) / (time.time() - idle_t0)
         states = []
         for h in hosts:
-            with open(os.path.join(self.out, 'deploy-8hosts', h + '.json')) as f:
+            with open(os.path.join(out8, h + '.json')) as f:
                 r = json.load(f)
-            self.reports.append(r)
+            if not label:
+                self.reports.append(r)
             states.append(r['final_state'])
-        self.add('P6', 'deploy wall time, 8 GPU hosts vs 1 (all %s)' % ','.join(sorted(set(states))),
+        self.add('P6', 'deploy wall time, 8 GPU hosts vs 1%s (all %s)' % (label, ','.join(sorted(set(states)))),
                  '%.1f s vs %.1f s = %.2fx' % (t8, t1, t8 / t1), '<= 1.5x', 'seeds: hosts one after another (8x)',
                  t8 / t1 <= 1.5)
+        self.controller_per_host[label] = ctl8 / len(hosts)
+        self.p6_cpu_note(label, ctl1, hosts1, t1, ctl8, hosts8, t8, hosts, idle)
+
+    def p6_cpu_note(self, label, ctl1, hosts1, t1, ctl8, hosts8, t8, hosts, idle):
         cores = os.cpu_count() or 1
         self.notes.append(
-            'P6 CPU (%d cores here; controller = ansible-playbook and everything it ran, ssh clients included):\n'
+            'P6 CPU%s (%d cores here; controller = ansible-playbook and everything it ran, ssh clients included):\n'
             '  1 host : controller %5.1f s CPU, the host %5.1f s; %.1f s wall\n'
             '  8 hosts: controller %5.1f s CPU (%.1f s per host), the hosts %5.1f s (%.1f s per host); %.1f s wall\n'
             '  CPU needed by the 8-host run: %.1f s = %.2f s of wall time at best on %d cores; '
             'the 8 serving fake servers idle: %.2f cores' % (
-                cores, ctl1, sum(hosts1.values()), t1, ctl8, ctl8 / len(hosts), sum(hosts8.values()),
+                label, cores, ctl1, sum(hosts1.values()), t1, ctl8, ctl8 / len(hosts), sum(hosts8.values()),
                 sum(hosts8.values()) / len(hosts), t8, ctl8 + sum(hosts8.values()),
                 (ctl8 + sum(hosts8.values())) / cores, cores, idle))
+
+    def link_checkout(self, checkout):
+        """An ANSIBLE_COLLECTIONS_PATH root whose llmserve.sglang is ``checkout`` (a link)."""
+        root = os.path.join(self.out, 'baseline-collections')
+        target = os.path.join(root, 'ansible_collections', 'llmserve')
+        os.makedirs(target, exist_ok=True)
+        link = os.path.join(target, 'sglang')
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(os.path.abspath(checkout), link)
+        return root
+
+    def controller_rows(self):
+        """The controller's CPU per host of the 8-host deploy, beside the baseline's when one ran."""
+        if '' not in self.controller_per_host:
+            return
+        mine = self.controller_per_host['']
+        base = [v for k, v in self.controller_per_host.items() if k]
+        anchor = 'baseline %.1f s per host (%.1fx this)' % (base[0], base[0] / mine) if base else 'no baseline run'
+        self.add('P3c', 'controller CPU per host, 3-candidate deploy to 8 GPU hosts', '%.2f s' % mine,
+                 '<= 1.5 s, 3x under the baseline', anchor, mine <= 1.5 and bool(base) and base[0] >= 3 * mine)
 
     def cpu_since(self, before, hosts):
         now = self.lab_cpu()
@@ -473,6 +508,8 @@ def main():
                     'start of 30 to 90 s)')
     ap.add_argument('--only', default='', help='comma-separated steps to run (p5, p1, p4, fastest, p8, p3p6, p2, p7, '
                     'p1real); default: all')
+    ap.add_argument('--baseline', default='', help='another checkout of the collection (e.g. a worktree of an earlier '
+                    'commit): p3p6 runs its deploy too, on a fresh lab, and prints both side by side')
     args = ap.parse_args()
     if os.geteuid() != 0 and not args.skip_lab:
         print('make bench needs root (the lab uses network namespaces and systemd); or run with --skip-lab')
@@ -491,9 +528,15 @@ def main():
     def p1_real():
         b.p1_real(args.real_runs)
 
+    def p3p6():
+        b.p3_p6()
+        if args.baseline:
+            b.p3_p6(os.path.abspath(args.baseline), ' (baseline)')
+        b.controller_rows()
+
     steps = [step for name, step in (('p5', b.p5_loadgen), ('p1', lambda: b.p1_detect(args.runs))) if wanted(name)]
     lab_steps = [step for name, step in (('p4', b.p4_cleanup), ('fastest', b.fastest), ('p8', b.p8_await_cost),
-                                         ('p3p6', b.p3_p6), ('p2', b.p2),
+                                         ('p3p6', p3p6), ('p2', b.p2),
                                          ('p7', b.p7), ('p1real', p1_real)) if wanted(name)]
     # p3p6, p7 and p1real bring up labs of their own; the others share the default lab
     default_lab = any(wanted(name) for name in ('p4', 'fastest', 'p8', 'p2'))
