@@ -206,127 +206,14 @@ sglang:
       type: str
 '''
 
-import json
-import os
-import threading
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmserve.sglang.plugins.module_utils import nvidia_smi as nsmi
-from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
-from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
-
-
-def find_nvidia_smi(module, name):
-    if os.path.isabs(name):
-        if os.access(name, os.X_OK):
-            return name
-        return None
-    return module.get_bin_path(name, opt_dirs=['/usr/bin', '/usr/local/bin', '/usr/local/nvidia/bin'])
-
-
-def missing_message(name):
-    return ('nvidia_smi: %r was not found on this host (PATH and /usr/bin, /usr/local/bin); install the NVIDIA '
-            'driver utilities, or set the nvidia_smi option to the full path of nvidia-smi' % name)
-
-
-def run_nvidia_smi(module, argv):
-    rc, out, err = module.run_command(argv)
-    if rc != 0:
-        module.fail_json(msg='%s failed (rc=%s): %s' % (' '.join(argv), rc, (err or out).strip()),
-                         rc=rc, stdout=out, stderr=err, cmd=argv)
-    return out
+from ansible_collections.llmserve.sglang.plugins.module_utils import _gpu_info
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            nvidia_smi=dict(type='str', default='nvidia-smi'),
-            sglang_python=dict(type='path'),
-            proxmox=dict(type='str', default='auto', choices=['auto', 'always', 'never']),
-            option_help=dict(type='bool', default=True),
-            compact_options=dict(type='bool', default=False),
-            options_json=dict(type='bool', default=False),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    binary = find_nvidia_smi(module, params['nvidia_smi'])
-    if not binary:
-        module.fail_json(msg=missing_message(params['nvidia_smi']))
-
-    # Importing SGLang takes seconds on a real host (torch): ask it in a thread while nvidia-smi runs.
-    # (run_command gives each child a copy of the environment; nothing here changes os.environ.)
-    installed = {}
-    reader = None
-    if params['sglang_python'] and os.access(params['sglang_python'], os.X_OK):
-        reader = threading.Thread(target=lambda: installed.update(
-            sglang_flags.read_installed(module.run_command, params['sglang_python'])), name='sglang')
-        reader.daemon = True
-        reader.start()
-
-    try:
-        gpus = nsmi.parse_gpus(run_nvidia_smi(module, nsmi.query_gpu_argv(binary)))
-        apps = nsmi.parse_apps(run_nvidia_smi(module, nsmi.query_apps_argv(binary)), gpus)
-    except nsmi.NvidiaSmiParseError as exc:
-        module.fail_json(msg='could not read nvidia-smi output: %s' % exc)
-    rc, header, dummy = module.run_command(nsmi.header_argv(binary))
-    cuda_version = nsmi.parse_cuda_version(header) if rc == 0 else None
-
-    mapped = False
-    for app in apps:
-        app['vmid'] = None
-        if params['proxmox'] != 'never':
-            info = gpu_holders.proc_info(app['pid'])
-            app['vmid'] = info['vmid'] if info else None
-            mapped = mapped or app['vmid'] is not None
-    if params['proxmox'] == 'never':
-        proxmox_node = False
-    elif params['proxmox'] == 'always':
-        proxmox_node = True
-    else:
-        proxmox_node = os.path.isdir('/etc/pve') or bool(module.get_bin_path('pct')) or mapped
-
-    summary = nsmi.summarize(gpus)
-    driver = gpus[0].get('driver_version') if gpus else nsmi.parse_driver_version(header)
-    result = dict(
-        changed=False,
-        gpus=gpus,
-        gpu_count=summary['gpu_count'],
-        gpu_name=summary['gpu_name'],
-        compute_cap=summary['compute_cap'],
-        arch=summary['arch'],
-        mixed=summary['mixed'],
-        driver_version=driver,
-        cuda_version=cuda_version,
-        processes=apps,
-        proxmox_node=proxmox_node,
-        container=gpu_holders.in_container(),
-    )
-    if params['sglang_python'] and not os.access(params['sglang_python'], os.X_OK):
-        result['sglang'] = dict(installed=False, version=None, python=params['sglang_python'], python_version=None,
-                                source=None, options=[],
-                                error='%s does not exist or is not executable' % params['sglang_python'])
-    elif params['sglang_python']:
-        if reader is not None:
-            reader.join()
-        else:   # became executable meanwhile
-            installed = sglang_flags.read_installed(module.run_command, params['sglang_python'])
-        result['sglang'] = installed
-        if params['compact_options']:
-            result['sglang']['options'] = sglang_flags.compact_options(result['sglang'].get('options') or [])
-        elif not params['option_help']:
-            for option in result['sglang'].get('options') or []:
-                option['help'] = None
-    else:
-        result['sglang'] = dict(installed=None, version=None, python=None, python_version=None, source=None,
-                                options=[], error='sglang_python not given')
-    sglang = result['sglang']
-    sglang['option_count'] = len(sglang['options'])
-    if params['options_json']:
-        sglang['options_json'] = json.dumps(sglang['options'], separators=(',', ':'))
-        sglang['options'] = []
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=_gpu_info.argument_spec(), supports_check_mode=True)
+    _gpu_info.run(module)
 
 
 if __name__ == '__main__':
