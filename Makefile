@@ -56,7 +56,10 @@ APT_PACKAGES := $(sort make git tar ca-certificates python3 python3-venv openssh
 	psmisc python3-yaml python-is-python3 iproute2 procps util-linux systemd dbus shellcheck \
 	$(shell sed -e 's/\#.*//' tests/lab/requirements-apt.txt 2>/dev/null))
 
-GATES := lint sanity units fake-sglang docs-lint importer molecule lab-tests suite realserver awx-tests compat
+# the gates that need no lab run beside the ones that bring the lab up (tests/ci/run_gates.py)
+GATES_SIDE := lint sanity units fake-sglang docs-lint importer
+GATES_LAB := molecule lab-tests suite realserver awx-tests compat
+GATES := $(GATES_SIDE) $(GATES_LAB)
 
 # $(call need,tool[,venv-bin-dir]) -- fail with the exact command to run when a tool is missing.
 define need
@@ -151,7 +154,8 @@ setup-ansible-test:
 
 links: ## (re)make .tmp/collections/ansible_collections/llmserve/sglang -> this checkout
 	@mkdir -p "$(dir $(LINK_DIR))"
-	@ln -sfn "$(CURDIR)" "$(LINK_DIR)"
+	@# left alone when right: a gate running beside another must never see the link missing
+	@test "$$(readlink "$(LINK_DIR)" 2>/dev/null)" = "$(CURDIR)" || ln -sfn "$(CURDIR)" "$(LINK_DIR)"
 
 # A clean copy of the checkout (files git tracks or would track) under
 # $(COLL_DIR), for the tools that need the ansible_collections/ layout.
@@ -171,27 +175,17 @@ tree:
 
 # The real SGLang's install (minutes on a new machine) runs in the background while the gates before realserver run;
 # realserver's own setup-real-sglang then waits for it (install.py holds a lock) and reuses what it installed.
-test: ## make setup, then every gate in sequence (all run; fails if any fails) and a summary
+# The gates without the lab run beside the lab's, at the lowest CPU priority (tests/ci/run_gates.py).
+test: ## make setup, then every gate (the lab's in sequence, the others beside them; all run) and a summary
 	@$(MAKE) setup-base
 	@mkdir -p "$(LOG_DIR)"; rm -f "$(LOG_DIR)"/*.log; \
 	echo "setup-real-sglang: in the background, log $(LOG_DIR)/setup-real-sglang.log"; \
 	"$(PYTHON)" tests/lab/realsglang/install.py --python "$(PYTHON)" > "$(LOG_DIR)/setup-real-sglang.log" 2>&1 & \
 	installing=$$!; \
-	passed=0; failed=0; summary=""; \
-	for gate in $(GATES); do \
-	  echo; echo "================================================================ $$gate"; \
-	  start=$$(date +%s); \
-	  if $(MAKE) "$$gate" 2>&1 | tee "$(LOG_DIR)/$$gate.log"; then st=PASSED; passed=$$((passed+1)); \
-	  else st=FAILED; failed=$$((failed+1)); fi; \
-	  secs=$$(( $$(date +%s) - start )); \
-	  line=$$(grep -E '^(=+ .*(passed|failed|error|no tests ran).* =+|RESULT: .*|(Passed|Failed): .*|ERROR: .*)$$' "$(LOG_DIR)/$$gate.log" | tail -n 1 || true); \
-	  summary="$$summary$$(printf '%-10s %-6s %5ss  %s' "$$gate" "$$st" "$$secs" "$$line")\n"; \
-	done; \
+	"$(PYTHON)" tests/ci/run_gates.py --log-dir "$(LOG_DIR)" --make "$(MAKE)" --side "$(GATES_SIDE)" --lab "$(GATES_LAB)"; \
+	rc=$$?; \
 	wait "$$installing" || true; \
-	echo; echo "================================================================ summary (logs: $(LOG_DIR))"; \
-	printf "$$summary"; \
-	echo "gates: $$passed passed, $$failed failed"; \
-	test "$$failed" -eq 0
+	exit $$rc
 
 lint: ## ansible-lint, production profile, no skips
 	$(need_venv)
