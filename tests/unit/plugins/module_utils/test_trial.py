@@ -34,8 +34,8 @@ def test_benchmark_verdict(case):
 
 
 def test_benchmark_failure_keeps_the_request_error_and_the_crash_apart():
-    bench = {'concurrency': {'1': {'completed': 2, 'failed': 0}, '2': {'completed': 1, 'failed': 3, 'rejected': 0,
-                                                                      'errors': ['connect: refused']}}}
+    bench = {'concurrency': {'1': {'completed': 2, 'failed': 0},
+                             '2': {'completed': 1, 'failed': 3, 'rejected': 0, 'errors': ['connect: refused']}}}
     crash = {'status': 'crashed', 'evidence': ['IndexError: index out of range in self']}
     got = trial.benchmark_failure(bench, crash)
     assert (got['level'], got['failed'], got['total'], got['by']) == ('2', 3, 6, 'benchmark')
