@@ -4,7 +4,8 @@
 #   make test       run every gate in sequence, then print one summary line per gate
 #   make demo       bring the lab up, deploy on it, show the report, take the lab down
 #
-# One gate at a time: make lint | sanity | units | docs-lint | importer | molecule | lab-tests | suite | awx-tests
+# One gate at a time: make lint | sanity | units | fake-sglang | docs-lint | importer | molecule | lab-tests | suite |
+#                     realserver | awx-tests | compat
 # `make help` lists everything. See CONTRIBUTING.md.
 
 SHELL := /bin/bash
@@ -55,7 +56,10 @@ APT_PACKAGES := $(sort make git tar ca-certificates python3 python3-venv openssh
 	psmisc python3-yaml python-is-python3 iproute2 procps util-linux systemd dbus shellcheck \
 	$(shell sed -e 's/\#.*//' tests/lab/requirements-apt.txt 2>/dev/null))
 
-GATES := lint sanity units docs-lint importer molecule lab-tests suite realserver awx-tests compat
+# the gates that need no lab run beside the ones that bring the lab up (tests/ci/run_gates.py)
+GATES_SIDE := lint sanity units fake-sglang docs-lint importer
+GATES_LAB := molecule lab-tests suite realserver awx-tests compat
+GATES := $(GATES_SIDE) $(GATES_LAB)
 
 # $(call need,tool[,venv-bin-dir]) -- fail with the exact command to run when a tool is missing.
 define need
@@ -73,7 +77,7 @@ define need_venv
 	fi
 endef
 
-.PHONY: realserver help setup setup-base setup-apt setup-venv setup-importer setup-ansible-test setup-real-sglang setup-compat links tree test $(GATES) \
+.PHONY: realserver help setup setup-base setup-apt setup-venv setup-importer setup-ansible-test setup-mirror setup-real-sglang setup-compat links tree test $(GATES) \
 	lab-up lab-down lab-status demo bench gpu-check build ee-context clean
 
 help: ## list the targets
@@ -111,7 +115,7 @@ setup-venv: ## create or update .venv from requirements-dev.txt + constraints-de
 	  "$(PYTHON)" -m venv "$(VENV)"; \
 	fi
 	"$(PY)" -m pip install -q --upgrade -r requirements-dev.txt -c constraints-dev.txt
-	@"$(PY)" -c 'import ansible, ansiblelint, molecule, antsibull_docs, antsibull_changelog, pytest' || { \
+	@"$(PY)" -c 'import ansible, ansiblelint, molecule, antsibull_docs, antsibull_changelog, pytest, xdist, ansible_runner, ansible_builder' || { \
 	  echo "ERROR: $(VENV) is incomplete after pip install. Run: rm -rf $(VENV) && make setup"; exit 2; }
 
 setup-importer: ## create or update .venv-importer (galaxy-importer pins its own dependencies)
@@ -150,7 +154,8 @@ setup-ansible-test:
 
 links: ## (re)make .tmp/collections/ansible_collections/llmserve/sglang -> this checkout
 	@mkdir -p "$(dir $(LINK_DIR))"
-	@ln -sfn "$(CURDIR)" "$(LINK_DIR)"
+	@# left alone when right: a gate running beside another must never see the link missing
+	@test "$$(readlink "$(LINK_DIR)" 2>/dev/null)" = "$(CURDIR)" || ln -sfn "$(CURDIR)" "$(LINK_DIR)"
 
 # A clean copy of the checkout (files git tracks or would track) under
 # $(COLL_DIR), for the tools that need the ansible_collections/ layout.
@@ -170,27 +175,17 @@ tree:
 
 # The real SGLang's install (minutes on a new machine) runs in the background while the gates before realserver run;
 # realserver's own setup-real-sglang then waits for it (install.py holds a lock) and reuses what it installed.
-test: ## make setup, then every gate in sequence (all run; fails if any fails) and a summary
+# The gates without the lab run beside the lab's, at the lowest CPU priority (tests/ci/run_gates.py).
+test: ## make setup, then every gate (the lab's in sequence, the others beside them; all run) and a summary
 	@$(MAKE) setup-base
 	@mkdir -p "$(LOG_DIR)"; rm -f "$(LOG_DIR)"/*.log; \
 	echo "setup-real-sglang: in the background, log $(LOG_DIR)/setup-real-sglang.log"; \
 	"$(PYTHON)" tests/lab/realsglang/install.py --python "$(PYTHON)" > "$(LOG_DIR)/setup-real-sglang.log" 2>&1 & \
 	installing=$$!; \
-	passed=0; failed=0; summary=""; \
-	for gate in $(GATES); do \
-	  echo; echo "================================================================ $$gate"; \
-	  start=$$(date +%s); \
-	  if $(MAKE) "$$gate" 2>&1 | tee "$(LOG_DIR)/$$gate.log"; then st=PASSED; passed=$$((passed+1)); \
-	  else st=FAILED; failed=$$((failed+1)); fi; \
-	  secs=$$(( $$(date +%s) - start )); \
-	  line=$$(grep -E '^(=+ .*(passed|failed|error|no tests ran).* =+|RESULT: .*|(Passed|Failed): .*|ERROR: .*)$$' "$(LOG_DIR)/$$gate.log" | tail -n 1 || true); \
-	  summary="$$summary$$(printf '%-10s %-6s %5ss  %s' "$$gate" "$$st" "$$secs" "$$line")\n"; \
-	done; \
+	"$(PYTHON)" tests/ci/run_gates.py --log-dir "$(LOG_DIR)" --make "$(MAKE)" --side "$(GATES_SIDE)" --lab "$(GATES_LAB)"; \
+	rc=$$?; \
 	wait "$$installing" || true; \
-	echo; echo "================================================================ summary (logs: $(LOG_DIR))"; \
-	printf "$$summary"; \
-	echo "gates: $$passed passed, $$failed failed"; \
-	test "$$failed" -eq 0
+	exit $$rc
 
 lint: ## ansible-lint, production profile, no skips
 	$(need_venv)
@@ -217,6 +212,16 @@ units: tree setup-ansible-test ## ansible-test units (pytest under tests/unit/)
 	@if ! find tests/unit -name 'test_*.py' 2>/dev/null | grep -q .; then \
 	  echo "ERROR: no unit tests (tests/unit/**/test_*.py) found"; exit 1; fi
 	cd "$(COLL_DIR)" && ansible-test units --venv --python $(PYTHON_VERSION) --color no --requirements
+
+# The lab's fake SGLang (tests/lab/fake_sglang) as a subprocess on 127.0.0.1, with a fake GPU root in a temporary
+# folder: no lab, no root. Its tests mostly wait on the fake's timed log lines, so they run FAKE_SGLANG_WORKERS at once.
+FAKE_SGLANG_WORKERS ?= 4
+fake-sglang: ## pytest tests/lab/fake_sglang/tests: the fake SGLang's command line, log, endpoints and deaths (no lab)
+	$(need_venv)
+	$(call need,pytest)
+	@find tests/lab/fake_sglang/tests -name 'test_*.py' | grep -q . || { \
+	  echo "ERROR: no tests (tests/lab/fake_sglang/tests/test_*.py) found"; exit 1; }
+	"$(PY)" -m pytest tests/lab/fake_sglang/tests -p no:cacheprovider -n $(FAKE_SGLANG_WORKERS) --durations=5 $(PYTEST_ARGS)
 
 # Only this collection (and ansible.builtin) is loaded: the ~100 collections of the `ansible` package in .venv are not
 # scanned (14 s instead of 3 minutes). A reference to another collection is then reported as not allowed.
@@ -285,6 +290,9 @@ realserver: links setup-real-sglang ## the real SGLang 0.5.23 on the lab: faults
 awx-tests: links ## pytest tests/awx: EE build context, survey vs argument specs, ansible-runner on the lab (root, lab lock)
 	$(need_venv)
 	$(call need,pytest)
+	$(call need,ansible-runner)
+	$(call need,ansible-builder)
+	@"$(PY)" -c 'import ansible_runner' || { echo "ERROR: ansible_runner does not import in $(VENV). Run: make setup"; exit 2; }
 	@test "$$(id -u)" = 0 || { echo "ERROR: the ansible-runner test needs the lab, which needs root. Run as root."; exit 2; }
 	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/awx -v -p no:cacheprovider --durations=10 $(PYTEST_ARGS)
 

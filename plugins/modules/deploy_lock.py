@@ -19,6 +19,9 @@ description:
     RV(taken) is false, so the caller can stop before it changes anything and name the other run.
   - A lock older than O(stale_after) seconds, or one without an owner file for over 60 seconds, is taken over at
     once; any other is taken over only with O(take_over) (the caller has found its holder gone).
+  - A takeover has one winner. The run that replaces a lock first creates C(<path>/takeover) exclusively (one of
+    any number of racing runs succeeds), renames the old lock aside and makes the new one with C(mkdir); a run that
+    lost the race gets RV(taken=false) with the winner as RV(holder).
   - M(llmserve.sglang.sglang_record) O(llmserve.sglang.sglang_record#module:release_lock) gives the lock back at the
     end of the run.
 author:
@@ -50,6 +53,12 @@ options:
     description: Take the lock over from whoever holds it (the previous holder is kept in the owner file as V(took_over)).
     type: bool
     default: false
+  expect_holder:
+    description:
+      - With O(take_over), the owner record of the run judged gone (the first call's RV(holder)): the lock is taken
+        over only while that run still holds it, so a lock another run took over in the meantime is left to it.
+    type: dict
+    version_added: 0.3.0
 '''
 
 EXAMPLES = r'''
@@ -111,13 +120,15 @@ def main():
             owner=dict(type='dict', required=True),
             stale_after=dict(type='float'),
             take_over=dict(type='bool', default=False),
+            expect_holder=dict(type='dict'),
         ),
         supports_check_mode=True,
     )
     p = module.params
     try:
         result = deploy_lock.acquire(p['path'], p['owner'], time.time(), stale_after=p['stale_after'],
-                                     take_over=p['take_over'], check_mode=module.check_mode, module=module)
+                                     take_over=p['take_over'], check_mode=module.check_mode, module=module,
+                                     expect=p['expect_holder'])
     except deploy_lock.LockError as exc:
         module.fail_json(msg='deploy lock: %s' % exc)
     done = result.pop('done')

@@ -66,6 +66,13 @@ options:
         the host (the lock lived only for this run). Nothing is removed in check mode.
     type: path
     version_added: 0.2.0
+  lock_owner:
+    description:
+      - The owner record this run wrote into the lock (M(llmserve.sglang.deploy_lock)'s O(llmserve.sglang.deploy_lock#module:owner)).
+        When given, O(release_lock) is removed only while its C(owner.json) still names this run (controller, PID,
+        V(since)): a lock another run took over is left to that run.
+    type: dict
+    version_added: 0.3.0
   trial_marker:
     description:
       - The trials' in-progress marker (written by M(llmserve.sglang.trial_snapshot)) to remove once the record is
@@ -105,10 +112,10 @@ marker_removed:
 import datetime
 import json
 import os
-import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmserve.sglang.plugins.module_utils import _files
+from ansible_collections.llmserve.sglang.plugins.module_utils import deploy_lock
 from ansible_collections.llmserve.sglang.plugins.module_utils import plan as planlib
 
 
@@ -122,6 +129,7 @@ def main():
             results=dict(type='list', elements='dict', default=[]),
             selected=dict(type='dict'),
             release_lock=dict(type='path'),
+            lock_owner=dict(type='dict'),
             trial_marker=dict(type='path'),
         ),
         supports_check_mode=True,
@@ -145,8 +153,8 @@ def main():
     marker_removed = bool(p['trial_marker']) and os.path.lexists(p['trial_marker'])
     if marker_removed and not module.check_mode:
         os.unlink(p['trial_marker'])
-    if p['release_lock'] and not module.check_mode and os.path.isdir(p['release_lock']):
-        shutil.rmtree(p['release_lock'])
+    if p['release_lock'] and not module.check_mode:
+        deploy_lock.release(p['release_lock'], p['lock_owner'])
     module.exit_json(changed=changed or marker_removed, record=new, path=p['path'], marker_removed=marker_removed)
 
 

@@ -43,8 +43,11 @@ def tracked_copy(dest):
 @pytest.fixture(scope="module")
 def context(tmp_path_factory):
     """Build the collection tarball into .tmp/ee/ (as `make ee-context`), then `ansible-builder create`."""
-    if not (tool("ansible-builder") and tool("ansible-galaxy") and shutil.which("git")):
-        pytest.skip("needs ansible-builder, ansible-galaxy and git (make setup)")
+    missing = [name for name, path in (("ansible-builder", tool("ansible-builder")),
+                                       ("ansible-galaxy", tool("ansible-galaxy")), ("git", shutil.which("git")))
+               if not path]
+    if missing:
+        pytest.fail("%s not installed: run make setup" % ", ".join(missing), pytrace=False)
     work = tmp_path_factory.mktemp("ee")
     coll = tracked_copy(str(work / "tree"))
     subprocess.run([tool("ansible-galaxy"), "collection", "build", coll, "--output-path", str(work / "dist"),

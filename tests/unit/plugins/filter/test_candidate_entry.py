@@ -63,10 +63,11 @@ def facts_of(case):
     """The facts a case's stage runs with (the role's facts, its registered results, and backend_trial_context)."""
     facts = copy.deepcopy(CASES['facts'])
     given = copy.deepcopy(case.get('facts') or {})
-    facts['preflight_config'] = merge_hash(facts['preflight_config'], given.pop('preflight_config', {}))
+    for name in ('preflight_group', 'preflight_settings'):  # preflight's dicts: a case gives the keys it changes
+        facts[name] = merge_hash(facts[name], given.pop(name, {}))
     facts.update(given)
     plan = facts.pop('plan')
-    facts['preflight_config']['plan'] = plan
+    facts['preflight_plan'] = plan
     facts['backend_trial_by_name'] = merge_hash(trial.init_results(plan), case.get('entries') or {})
     facts['backend_trial_candidate'] = [e for e in plan if e['name'] == case['candidate']][0]
     facts['backend_trial_position'] = 1

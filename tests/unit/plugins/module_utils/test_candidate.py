@@ -55,10 +55,9 @@ def test_record(case):
     """The cases of the filter's test, record() called directly with what the role's task passes."""
     facts = copy.deepcopy(CASES['facts'])
     given = copy.deepcopy(case.get('facts') or {})
-    config = given.pop('preflight_config', {})
+    group = dict(facts['preflight_group'], **given.pop('preflight_group', {}))
+    layers = given.pop('preflight_settings', {}).get('screen', {}).get('layers', 4)
     facts.update(given)
-    group = dict(facts['preflight_config']['group'], **config.get('group', {}))
-    layers = config.get('settings', {}).get('screen', {}).get('layers', 4)
     by_name = trial.init_results(facts['plan'])
     for name, fields in (case.get('entries') or {}).items():
         by_name[name].update(fields)

@@ -6,8 +6,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import multiprocessing
 import os
 import stat
+import time
 
 import pytest
 
@@ -119,3 +121,124 @@ def test_owner_file_text_and_mode_with_a_module(lock):
     with open(path) as handle:
         assert handle.read() == json.dumps(dict(ME, took_over=OTHER), sort_keys=True) + '\n'
     assert mode(path) == 0o600 and os.listdir(lock) == [deploy_lock.OWNER]
+
+
+def _racer(lock_dir, me, start, wins, decided, stale_after, take_over):
+    """One run taking a stale lock over: the pause after its decision widens the race window."""
+    import random
+
+    def pause():
+        decided.put(me['pid'])
+        time.sleep(random.random() * 0.002)
+    deploy_lock.BEFORE_CLAIM = pause
+    start.wait()
+    res = deploy_lock.acquire(lock_dir, me, NOW, stale_after=stale_after, take_over=take_over,
+                              expect=OTHER if take_over else None)
+    wins.put((me['pid'], res['taken'], res['holder'].get('pid')))
+
+
+@pytest.mark.parametrize('stale_after, take_over', [(10, False), (None, True)])
+def test_two_takeovers_race_exactly_one_wins(tmp_path, stale_after, take_over):
+    """200 races of two runs that both find the same stale (or gone) lock: one owner each time, the loser told who."""
+    ctx = multiprocessing.get_context('fork')
+    both_decided = 0
+    for race in range(200):
+        lock_dir = str(tmp_path / ('r%d' % race) / 'deploy.lock')
+        deploy_lock.acquire(lock_dir, OTHER, NOW - 30)
+        start, wins, decided = ctx.Barrier(2), ctx.Queue(), ctx.Queue()
+        runs = [ctx.Process(target=_racer, args=(lock_dir, dict(ME, pid=pid), start, wins, decided, stale_after,
+                                                 take_over)) for pid in (201, 202)]
+        for run in runs:
+            run.start()
+        results = [wins.get(timeout=30) for dummy in runs]
+        for run in runs:
+            run.join(30)
+        both_decided += sum(1 for dummy in runs if not decided.empty() and decided.get(timeout=5)) == 2
+        winners = [pid for pid, taken, dummy in results if taken]
+        assert len(winners) == 1, 'race %d: %r' % (race, results)
+        loser = [holder for pid, taken, holder in results if not taken][0]
+        assert loser == winners[0], 'race %d: the loser was not told the winner: %r' % (race, results)
+        owner = owner_of(lock_dir)
+        assert owner['pid'] == winners[0] and owner['took_over'] == OTHER
+        assert os.listdir(os.path.dirname(lock_dir)) == ['deploy.lock'], 'the stale lock was not cleaned away'
+    # both runs had judged the lock stale before either claimed it, in most races: the race was real
+    assert both_decided >= 150
+
+
+def test_late_racer_sees_the_new_lock(lock):
+    deploy_lock.acquire(lock, OTHER, NOW - 30)
+    first = deploy_lock.acquire(lock, ME, NOW, stale_after=10)
+    late = deploy_lock.acquire(lock, dict(ME, pid=999, since=int(NOW)), NOW, stale_after=10)
+    assert first['taken'] and not late['taken'] and late['holder']['pid'] == ME['pid'] and not late['stale']
+
+
+def test_claim_left_by_a_dead_run_is_broken_after_a_minute(lock):
+    deploy_lock.acquire(lock, OTHER, NOW - 30)
+    marker = os.path.join(lock, deploy_lock.TAKEOVER)
+    open(marker, 'w').close()
+    os.utime(marker, (NOW - 10, NOW - 10))
+    fresh = deploy_lock.acquire(lock, ME, NOW, stale_after=10)
+    assert not fresh['taken'] and owner_of(lock) == OTHER  # a takeover may be under way
+    os.utime(marker, (NOW - 61, NOW - 61))
+    res = deploy_lock.acquire(lock, ME, NOW, stale_after=10)
+    assert res['taken'] and owner_of(lock)['pid'] == ME['pid']
+    assert not os.path.exists(marker)
+
+
+def test_check_mode_takes_over_nothing(lock):
+    deploy_lock.acquire(lock, OTHER, NOW - 30)
+    res = deploy_lock.acquire(lock, ME, NOW, stale_after=10, check_mode=True)
+    assert res['taken'] and res['took_over'] == OTHER and owner_of(lock) == OTHER
+
+
+def test_release_leaves_a_lock_another_run_took_over(lock):
+    deploy_lock.acquire(lock, OTHER, NOW - 30)
+    assert deploy_lock.acquire(lock, ME, NOW, stale_after=10)['taken']
+    assert deploy_lock.release(lock, OTHER) is False and owner_of(lock)['pid'] == ME['pid']
+    assert deploy_lock.release(lock, ME) is True and not os.path.exists(lock)
+    assert deploy_lock.release(lock, ME) is False
+
+
+CMDLINES = {100: 'python3 /usr/bin/ansible-playbook deploy.yml', 101: 'sleep 100', 102: ''}
+
+
+@pytest.mark.parametrize('holder, taken, take_over', [
+    (dict(ME, pid=100), False, False),            # same controller, playbook alive
+    (dict(ME, pid=101), False, True),             # same controller, PID reused by another program
+    (dict(ME, pid=102), False, True),             # same controller, no such process
+    (dict(OTHER, pid=101), False, False),         # another controller: its PIDs are not ours to read
+    ({}, False, False),                           # a lock being taken right now
+    (dict(ME, pid='x'), False, False),
+    (OTHER, True, False),
+])
+def test_verdict(holder, taken, take_over):
+    res = deploy_lock.verdict({'taken': taken, 'holder': holder}, ME, '/s/deploy.lock', 21600, 'gpu01',
+                              CMDLINES.get)
+    assert res['take_over'] is take_over
+    if taken:
+        assert res['busy'] == ''
+    else:
+        assert res['busy'].startswith('gpu01 is being deployed by another run: ')
+        assert '(lock /s/deploy.lock)' in res['busy'] and 'sglang_lock_stale_after=21600 s' in res['busy']
+
+
+def test_busy_message_names_the_holder():
+    msg = deploy_lock.busy_message('gpu01', OTHER, '/s/deploy.lock', 60)
+    assert 'ansible-playbook pid 100 on ctl-b since 2026-11-29 21:10:26 UTC' in msg
+    assert 'a run that is taking the lock right now' in deploy_lock.busy_message('gpu01', {}, '/s/l', 60)
+
+
+def test_proc_cmdline_reads_nul_separated_arguments(tmp_path):
+    (tmp_path / '42').mkdir()
+    (tmp_path / '42' / 'cmdline').write_bytes(b'python3\0/usr/bin/ansible-playbook\0deploy.yml\0')
+    assert deploy_lock.proc_cmdline(42, str(tmp_path)) == 'python3 /usr/bin/ansible-playbook deploy.yml'
+    assert deploy_lock.proc_cmdline(43, str(tmp_path)) == ''
+    assert 'python' in deploy_lock.proc_cmdline(os.getpid())
+
+
+def test_take_over_only_the_holder_judged_gone(lock):
+    deploy_lock.acquire(lock, OTHER, NOW - 30)
+    newer = dict(OTHER, pid=101, since=int(NOW) - 5)
+    assert deploy_lock.acquire(lock, newer, NOW, take_over=True, expect=OTHER)['taken']
+    res = deploy_lock.acquire(lock, ME, NOW, take_over=True, expect=OTHER)
+    assert not res['taken'] and res['holder']['pid'] == 101 and owner_of(lock)['pid'] == 101
