@@ -46,6 +46,10 @@ def trial_after_smoke(await_result, postmortem=None):
     return trial.after_smoke(await_result, postmortem)
 
 
+def benchmark_verdict(result):
+    return trial.benchmark_verdict(result)
+
+
 def smoke_prompts_errors(prompts, where='sglang_smoke_prompts'):
     return smoke.check_prompts(prompts, where)
 
@@ -67,4 +71,5 @@ class FilterModule(object):
             'smoke_prompts_errors': smoke_prompts_errors,
             'trial_lost_server': trial_lost_server,
             'trial_after_smoke': trial_after_smoke,
+            'benchmark_verdict': benchmark_verdict,
         }

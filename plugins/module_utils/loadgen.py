@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A load generator for SGLang's streaming ``/generate`` endpoint.
 
-Measures what ``python -m sglang.bench_serving --backend sglang --dataset-name random``
+Measures what ``python -m sglang.bench_serving --backend sglang --dataset-name random-ids``
 prints, under the same names (snake_case keys, the printed labels in :data:`LABELS`):
 TTFT is the time to the first streamed chunk, ITL the gaps between chunks (a chunk that
 carries k new tokens counts as k gaps of 1/k, as bench_serving does), E2E the time to the
@@ -66,8 +66,31 @@ WORDS = ('time year people way day man thing woman life child world school state
          'night point home water room mother area money story fact month lot right study book eye job word').split()
 
 
+# HTTP statuses of a request refused for what it asked (a bad request), not for the server's state; 408 (timeout)
+# and 429 (too many requests) say the server is busy, and count as the server's
+_NOT_REJECTIONS = (408, 429)
+
+
+def rejected_status(status):
+    """Whether an HTTP status says that the server refused the request itself (4xx but 408 and 429)."""
+    return isinstance(status, int) and 400 <= status < 500 and status not in _NOT_REJECTIONS
+
+
+def rejected_event(payload):
+    """Whether a streamed ``{"error": ...}`` event refuses the request itself: SGLang streams a request it cannot
+    serve (an input longer than the context, a bad sampling parameter) as ``{"error": {"type":
+    "invalid_request_error", "code": 400, ...}}`` on an HTTP 200 stream."""
+    try:
+        error = json.loads(payload.decode('utf-8', 'replace') if isinstance(payload, bytes) else payload).get('error')
+    except (ValueError, AttributeError):
+        return False
+    if not isinstance(error, dict):
+        return False
+    return error.get('type') == 'invalid_request_error' or rejected_status(error.get('code'))
+
+
 class Result(object):
-    __slots__ = ('ok', 'ttft', 'itl', 'latency', 'prompt_len', 'output_len', 'error', 'start', 'end')
+    __slots__ = ('ok', 'ttft', 'itl', 'latency', 'prompt_len', 'output_len', 'error', 'start', 'end', 'rejected')
 
     def __init__(self):
         self.ok = False
@@ -79,6 +102,7 @@ class Result(object):
         self.error = None
         self.start = None
         self.end = None
+        self.rejected = False  # the server refused the request itself (see rejected_status, rejected_event)
 
 
 def percentile(values, pct):
@@ -112,22 +136,81 @@ def _int_after(payload, key):
     return int(payload[j:k]) if k > j else None
 
 
-def make_prompts(num, input_len, output_len, seed=0, mode='ids', ignore_eos=True, extra=None):
-    """Request bodies for ``/generate``: random token ids (exact input length, like bench_serving's random set)
-    or random words (``mode='text'``, about one token per word)."""
+def make_prompts(num, input_len, output_len, seed=0, mode='ids', ignore_eos=True, extra=None, vocab_size=None):
+    """Request bodies for ``/generate``: random token ids (exact input length) or random words (``mode='text'``,
+    about one token per word).
+
+    Token ids are drawn from ``[0, vocab_size)``, the range of bench_serving's ``--dataset-name random-ids``
+    (``vocab_size``: see :mod:`_vocab`; SGLang does not check the ids, and one past the embedding table ends the
+    server). Each id is drawn on its own, where bench_serving takes a run of consecutive ids from a random offset:
+    with a small vocabulary its offsets repeat, and two prompts with the same start share a prefix that the radix
+    cache serves without computing it. ``mode='ids'`` without a ``vocab_size`` raises ValueError.
+    """
+    if mode == 'ids' and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1):
+        raise ValueError('token ids need the vocabulary size (a positive int), got %r' % (vocab_size,))
     rnd = random.Random(seed)
     out = []
     for dummy in range(num):
         body = {'sampling_params': {'temperature': 0, 'max_new_tokens': int(output_len), 'ignore_eos': bool(ignore_eos)},
                 'stream': True}
         if mode == 'ids':
-            body['input_ids'] = [rnd.randint(1000, 30000) for dummy in range(int(input_len))]
+            body['input_ids'] = [rnd.randrange(vocab_size) for dummy in range(int(input_len))]
         else:
             body['text'] = ' '.join(rnd.choice(WORDS) for dummy in range(int(input_len)))
         if extra:
             body.update(extra)
         out.append(json.dumps(body).encode('utf-8'))
     return out
+
+
+def _event(payload, now, result, state):
+    """One ``data:`` payload of a stream, read at ``now``: the first token's time, the gaps, an error event."""
+    if payload == b'[DONE]':
+        state['done'] = True
+        return
+    if payload.startswith(b'{"error"'):
+        result.error = payload[:300].decode('utf-8', 'replace')
+        result.rejected = rejected_event(payload)
+        return
+    tokens = _int_after(payload, _CT)
+    if tokens is None:
+        tokens = state['tokens'] + 1
+    if state['last_t'] is None:
+        result.ttft = now - result.start
+        pt = _int_after(payload, _PT)
+        if pt is not None:
+            result.prompt_len = pt
+    else:
+        new = tokens - state['tokens']
+        gap = now - state['last_t']
+        if new > 1:
+            result.itl.extend([gap / new] * new)
+        else:
+            # one new token, or the same count (e.g. a meta-only chunk): the gap counts once
+            result.itl.append(gap)
+    state['last_t'] = now
+    state['tokens'] = tokens
+    state['chunks'] += 1
+
+
+def _read_stream(resp, result, clock):
+    """Read an SSE response to its end, each chunk timestamped as it arrives; returns what :func:`_event` kept."""
+    state = {'last_t': None, 'tokens': 0, 'chunks': 0, 'done': False}
+    buf = b''
+    while True:
+        data = resp.read1(65536)
+        if not data:
+            return state
+        now = clock()
+        buf += data
+        while True:
+            nl = buf.find(b'\n')
+            if nl < 0:
+                break
+            line = buf[:nl].strip()
+            buf = buf[nl + 1:]
+            if line.startswith(b'data:'):
+                _event(line[5:].strip(), now, result, state)
 
 
 def stream_one(conn, path, body, headers, result, clock=time.perf_counter):
@@ -145,56 +228,10 @@ def stream_one(conn, path, body, headers, result, clock=time.perf_counter):
         except Exception:
             text = b''
         result.error = 'HTTP %s: %s' % (resp.status, text.decode('utf-8', 'replace'))
+        result.rejected = rejected_status(resp.status)
         return not resp.will_close
-    buf = b''
-    last_t = None
-    last_tokens = 0
-    chunks = 0
-    done = False
-    itl = result.itl
     try:
-        while True:
-            data = resp.read1(65536)
-            if not data:
-                break
-            now = clock()
-            buf += data
-            while True:
-                nl = buf.find(b'\n')
-                if nl < 0:
-                    break
-                line = buf[:nl].strip()
-                buf = buf[nl + 1:]
-                if not line.startswith(b'data:'):
-                    continue
-                payload = line[5:].strip()
-                if payload == b'[DONE]':
-                    done = True
-                    continue
-                if payload.startswith(b'{"error"'):
-                    result.error = payload[:300].decode('utf-8', 'replace')
-                    continue
-                tokens = _int_after(payload, _CT)
-                if tokens is None:
-                    tokens = last_tokens + 1
-                if last_t is None:
-                    result.ttft = now - result.start
-                    pt = _int_after(payload, _PT)
-                    if pt is not None:
-                        result.prompt_len = pt
-                else:
-                    new = tokens - last_tokens
-                    gap = now - last_t
-                    if new > 1:
-                        itl.extend([gap / new] * new)
-                    elif new == 1:
-                        itl.append(gap)
-                    else:
-                        # same token count (e.g. a meta-only chunk): count the gap once
-                        itl.append(gap)
-                last_t = now
-                last_tokens = tokens
-                chunks += 1
+        state = _read_stream(resp, result, clock)
     except Exception as e:
         result.error = 'stream: %s' % (e,)
         return False
@@ -202,9 +239,9 @@ def stream_one(conn, path, body, headers, result, clock=time.perf_counter):
     # A response with Content-Length is not marked closed when read1 reaches its end, and http.client then
     # refuses the next request on the connection (CannotSendRequest); closing it keeps the connection.
     resp.close()
-    result.latency = (last_t if last_t is not None else result.end) - result.start
-    result.output_len = last_tokens
-    result.ok = result.error is None and chunks > 0 and (done or last_tokens > 0)
+    result.latency = (state['last_t'] if state['last_t'] is not None else result.end) - result.start
+    result.output_len = state['tokens']
+    result.ok = result.error is None and state['chunks'] > 0 and (state['done'] or state['tokens'] > 0)
     if not result.ok and result.error is None:
         result.error = 'stream ended without tokens'
     return not resp.will_close
@@ -220,55 +257,44 @@ def _connect(host, port, scheme, timeout, validate_certs):
     return http_client.HTTPConnection(host, port, timeout=timeout)
 
 
-def run_level(host, port, concurrency, num_prompts, input_len=1024, output_len=256, api_key=None,
-              warmup=1, timeout=600, path='/generate', seed=0, mode='ids', scheme='http',
-              validate_certs=True, request_timeout=None, extra=None, monitor=None):
-    """Run ``num_prompts`` streaming requests with at most ``concurrency`` in flight.
+def _warm_up(connect, path, bodies, headers):
+    """Send ``bodies`` one by one on one connection; not counted."""
+    conn = connect()
+    for body in bodies:
+        stream_one(conn, path, body, headers, Result())
+    conn.close()
 
-    ``monitor`` (optional, e.g. a ``gpu_sampler.Sampler``): its ``start()`` is called as the measured
-    requests are released (after the warm-up) and its ``stop()`` when they have ended; its figures are
-    the caller's to read.
-    Returns ``(figures, results)``: figures as :func:`summarize`, results the per-request list.
-    """
-    concurrency = max(1, int(concurrency))
-    headers = {'Content-Type': 'application/json', 'Accept': 'text/event-stream'}
-    if api_key:
-        headers['Authorization'] = 'Bearer %s' % api_key
-    bodies = make_prompts(num_prompts + warmup, input_len, output_len, seed=seed, mode=mode, extra=extra)
-    rt = request_timeout or timeout
-    # warm-up: sequential, not counted
-    if warmup:
-        conn = _connect(host, port, scheme, rt, validate_certs)
-        for i in range(warmup):
-            stream_one(conn, path, bodies[num_prompts + i], headers, Result())
-        conn.close()
 
-    results = [Result() for dummy in range(num_prompts)]
+def _run_streams(connect, path, bodies, headers, concurrency, timeout, monitor=None):
+    """Send ``bodies`` with at most ``concurrency`` in flight, one thread and connection each; a request not started
+    within ``timeout`` seconds fails unsent. Returns ``(results, t0)``, t0 the moment the threads were released."""
+    num = len(bodies)
+    results = [Result() for dummy in range(num)]
     lock = threading.Lock()
     state = {'next': 0}
     deadline = time.perf_counter() + timeout
     start_evt = threading.Event()
 
     def worker():
-        conn = _connect(host, port, scheme, rt, validate_certs)
+        conn = connect()
         start_evt.wait()
         try:
             while True:
                 with lock:
                     i = state['next']
                     state['next'] = i + 1
-                if i >= num_prompts:
+                if i >= num:
                     return
                 if time.perf_counter() > deadline:
                     results[i].error = 'not sent: benchmark timeout'
                     continue
                 if not stream_one(conn, path, bodies[i], headers, results[i]):
                     conn.close()
-                    conn = _connect(host, port, scheme, rt, validate_certs)
+                    conn = connect()
         finally:
             conn.close()
 
-    threads = [threading.Thread(target=worker, name='loadgen-%d' % n) for n in range(min(concurrency, num_prompts))]
+    threads = [threading.Thread(target=worker, name='loadgen-%d' % n) for n in range(min(concurrency, num))]
     for t in threads:
         t.daemon = True
         t.start()
@@ -282,6 +308,33 @@ def run_level(host, port, concurrency, num_prompts, input_len=1024, output_len=2
     finally:
         if monitor is not None:
             monitor.stop()
+    return results, t0
+
+
+def run_level(host, port, concurrency, num_prompts, input_len=1024, output_len=256, api_key=None,
+              warmup=1, timeout=600, path='/generate', seed=0, mode='ids', scheme='http',
+              validate_certs=True, request_timeout=None, extra=None, monitor=None, vocab_size=None):
+    """Run ``num_prompts`` streaming requests with at most ``concurrency`` in flight.
+
+    ``mode='ids'`` needs ``vocab_size`` (see :func:`make_prompts`).
+    ``monitor`` (optional, e.g. a ``gpu_sampler.Sampler``): its ``start()`` is called as the measured
+    requests are released (after the warm-up) and its ``stop()`` when they have ended; its figures are
+    the caller's to read.
+    Returns ``(figures, results)``: figures as :func:`summarize`, results the per-request list.
+    """
+    concurrency = max(1, int(concurrency))
+    headers = {'Content-Type': 'application/json', 'Accept': 'text/event-stream'}
+    if api_key:
+        headers['Authorization'] = 'Bearer %s' % api_key
+    bodies = make_prompts(num_prompts + warmup, input_len, output_len, seed=seed, mode=mode, extra=extra,
+                          vocab_size=vocab_size)
+    rt = request_timeout or timeout
+
+    def connect():
+        return _connect(host, port, scheme, rt, validate_certs)
+    if warmup:
+        _warm_up(connect, path, bodies[num_prompts:], headers)
+    results, t0 = _run_streams(connect, path, bodies[:num_prompts], headers, concurrency, timeout, monitor)
     duration = time.perf_counter() - t0
     ends = [r.end for r in results if r.ok and r.end]
     if ends:
@@ -302,9 +355,13 @@ def summarize(results, duration, concurrency=None):
     tout = sum(r.output_len for r in ok)
     d = duration if duration and duration > 0 else float('nan')
     errors = sorted(set(r.error for r in results if r.error))[:5]
+    # the error of the failed request sent first (not sent at all: last)
+    failed = sorted((r for r in results if not r.ok), key=lambda r: (r.start is None, r.start or 0.0))
+    first_error = (failed[0].error or 'failed') if failed else None
     fig = {
         'completed': len(ok),
         'failed': len(results) - len(ok),
+        'rejected': sum(1 for r in results if not r.ok and r.rejected),
         'max_concurrency': concurrency,
         'duration_s': duration,
         'total_input_tokens': tin,
@@ -322,6 +379,7 @@ def summarize(results, duration, concurrency=None):
         'mean_e2e_latency_ms': mean(e2e),
         'median_e2e_latency_ms': percentile(e2e, 50),
         'errors': errors,
+        'first_error': first_error,
     }
     for k, v in list(fig.items()):
         if isinstance(v, float):

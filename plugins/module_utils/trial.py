@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) llmserve.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Turning module results into the report's candidate entries, and choosing the winner.
+"""Turning module results into the report's candidate entries, choosing the winner, and judging a load test.
 
 Pure functions used by the collection's filter plugins (controller side) and tested with plain data.
 """
@@ -58,6 +58,11 @@ def outcome(await_result, smoke_result=None, seconds=0.0):
         res['ranks'] = [{'rank': r.get('rank'), 'host': r.get('host'), 'status': r.get('status'),
                          'reason': r.get('reason'), 'evidence': _first(r.get('evidence'))}
                         for r in await_result['ranks']]
+    if status != 'ready' and smoke_result and smoke_result.get('ok') and await_result.get('phase') == 'after_smoke':
+        failure = benchmark_failure(smoke_result.get('benchmark'), await_result)
+        if failure and failure['by'] == 'benchmark':
+            # the load test's own input ended the server after it answered the smoke test: not this configuration's
+            status = 'ready'
     if status != 'ready':
         reason = await_result.get('reason') or AWAIT_REASONS.get(status) or status or 'unknown'
         evidence = _first(await_result.get('evidence')) or await_result.get('msg')
@@ -71,10 +76,16 @@ def outcome(await_result, smoke_result=None, seconds=0.0):
                     'checks': [{'name': c.get('name'), 'ok': c.get('ok'), 'text': c.get('text')}
                                for c in smoke_result.get('checks') or []]}
     res['benchmark'] = smoke_result.get('benchmark')
-    broken = benchmark_failures(res['benchmark'])
-    if smoke_result.get('ok') and broken:
+    failure = benchmark_failure(res['benchmark'], await_result)
+    if failure:
+        res['benchmark'] = dict(res['benchmark'], failure=failure)
+    if smoke_result.get('ok') and failure and failure['by'] == 'benchmark':
+        # the load test's own doing (refused requests, its input ended the server): ready, its figures not counted
+        res.update(outcome='ready', reason=None,
+                   evidence="benchmark not counted, not this configuration's fault: %s" % failure['msg'])
+    elif smoke_result.get('ok') and failure:
         # answered the smoke test, then failed requests under load (for example the server died): not ready
-        res.update(outcome='failed', reason='unhealthy', evidence=broken)
+        res.update(outcome='failed', reason='unhealthy', evidence=benchmark_failures(res['benchmark']))
     elif smoke_result.get('ok'):
         res.update(outcome='ready', reason=None, evidence=_first(await_result.get('evidence')))
     else:
@@ -96,10 +107,110 @@ def benchmark_failures(benchmark):
     return None
 
 
-def benchmark_value(benchmark, metric='output_throughput'):
-    """The metric at the highest concurrency level measured, or None."""
+# what a server ends with when a request's input_ids go past its embedding table (SGLang does not check them):
+# torch's CPU embedding, and the CUDA assert of the same lookup
+INPUT_CRASHES = ('index out of range in self', 'srcIndex < srcSelectDimSize')
+
+
+def _lines(result):
+    """The evidence and log tail lines of an await_server_ready result."""
+    result = result if isinstance(result, dict) else {}
+    evidence = result.get('evidence')
+    lines = list(evidence) if isinstance(evidence, (list, tuple)) else [evidence]
+    return [str(line) for line in lines + list(result.get('log_tail') or []) + [result.get('msg')] if line]
+
+
+def input_crash(await_result):
+    """The line saying that the server ended on an input id past its vocabulary, or None."""
+    if not isinstance(await_result, dict) or await_result.get('status') in (None, 'ready', 'loading'):
+        return None
+    for line in _lines(await_result):
+        if any(pattern in line for pattern in INPUT_CRASHES):
+            return line.strip()
+    return None
+
+
+def benchmark_failure(benchmark, await_result=None):
+    """What went wrong in a load test (smoke_generate's ``benchmark``), or None when every request completed.
+
+    ``await_result``: what the server said afterwards (await_server_ready's result, the trial's post-mortem), if
+    asked. Returns ``{level, failed, total, rejected, first_error, server_answers, by, msg}``: the first level with
+    failed requests, the failed and the sent requests of every level, whether the server still answered after them (the post-mortem's
+    status, else the module's own ``health`` check; None when not asked), and ``by``: ``benchmark`` when the
+    load test did it (every failed request refused as a bad request, an HTTP 4xx or a streamed
+    ``invalid_request_error``, or the server ended on an input id past its vocabulary), else ``server``.
+    """
     levels = (benchmark or {}).get('concurrency') or {}
-    if not levels:
+    failed_levels = [lv for lv in sorted(levels, key=int) if (levels[lv] or {}).get('failed')]
+    crash = input_crash(await_result) if levels else None
+    if not failed_levels and not crash:
+        return None
+    first = levels[failed_levels[0]] if failed_levels else {}
+    failed = sum(levels[lv].get('failed') or 0 for lv in failed_levels)
+    rejected = sum(levels[lv].get('rejected') or 0 for lv in failed_levels)
+    health = (benchmark or {}).get('health') or {}
+    answers = health.get('answers') if 'answers' in health else None
+    if isinstance(await_result, dict) and await_result.get('status') not in (None, 'ready', 'loading'):
+        answers = False
+    out = {'level': failed_levels[0] if failed_levels else None, 'failed': failed,
+           'total': failed + sum((levels[lv] or {}).get('completed') or 0 for lv in levels),
+           'rejected': rejected, 'first_error': first.get('first_error') or _first(first.get('errors')),
+           'server_answers': answers,
+           'by': 'benchmark' if crash or (failed and rejected == failed) else 'server'}
+    out['msg'] = _failure_msg(out, benchmark, crash, health)
+    return out
+
+
+def _failure_msg(failure, benchmark, crash, health):
+    parts = []
+    if failure['failed']:
+        parts.append('%s of %s requests failed (first at concurrency %s: %s)' % (
+            failure['failed'], failure['total'], failure['level'], failure['first_error'] or 'no error text'))
+    if crash:
+        parts.append("the server ended on the load test's input (a token id past the model's vocabulary: %s)" % crash)
+    elif failure['rejected'] and failure['by'] == 'benchmark':
+        parts.append('the server refused them as bad requests: check the load test settings (input_len + output_len '
+                     'within the context length, vocab_size)')
+    if failure['server_answers'] is False:
+        parts.append('the server stopped answering%s' % (
+            ' (%s)' % health['detail'] if not crash and health.get('detail') else ''))
+    elif failure['server_answers']:
+        parts.append('the server still answers')
+    not_run = (benchmark or {}).get('not_run') or []
+    if not_run:
+        parts.append('concurrency %s not run' % ', '.join(not_run))
+    return '; '.join(parts)
+
+
+def benchmark_verdict(result):
+    """Whether a load test run on its own (playbooks/benchmark.yml) failed: ``{'failed': bool, 'msg': str}``.
+
+    ``result``: smoke_generate's registered result. It failed when the smoke checks failed (no load test ran), or
+    when requests failed: ``msg`` says how many, the first error, whether the server still answers, and whether the
+    load test's own requests were at fault (see :func:`benchmark_failure`). A skipped task has not failed.
+    """
+    if not isinstance(result, dict) or result.get('skipped'):
+        return {'failed': False, 'msg': 'skipped'}
+    if result.get('failed'):
+        return {'failed': True, 'msg': 'smoke_generate failed: %s' % (result.get('msg') or 'no message')}
+    if not result.get('ok'):
+        return {'failed': True, 'msg': 'the smoke checks failed (%s): %s; no load test ran' % (
+            result.get('reason'), '; '.join(result.get('evidence') or []) or 'no evidence')}
+    if not isinstance(result.get('benchmark'), dict):
+        return {'failed': False, 'msg': 'the smoke checks passed; no load test ran (check mode)'}
+    failure = benchmark_failure(result['benchmark'])
+    if failure:
+        return {'failed': True, 'msg': 'benchmark: %s' % failure['msg']}
+    levels = result['benchmark'].get('concurrency') or {}
+    return {'failed': False, 'msg': 'every request completed (%s)' % ', '.join(
+        'concurrency %s: %s' % (lv, (levels[lv] or {}).get('completed')) for lv in sorted(levels, key=int))}
+
+
+def benchmark_value(benchmark, metric='output_throughput'):
+    """The metric at the highest concurrency level measured, or None (also for a benchmark whose own requests
+    failed: its figures do not measure the configuration)."""
+    levels = (benchmark or {}).get('concurrency') or {}
+    if not levels or ((benchmark or {}).get('failure') or {}).get('by') == 'benchmark':
         return None
     top = max(levels, key=int)
     value = levels[top].get(metric)

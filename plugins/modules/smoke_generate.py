@@ -86,7 +86,18 @@ options:
   benchmark:
     description:
       - Run a streaming load test after the smoke checks passed (skipped when they failed).
-      - Random token IDs as input (exact input length) and C(ignore_eos) (exact output length), as bench_serving's random dataset.
+      - Random token IDs as input (exact input length) and C(ignore_eos) (exact output length), as bench_serving's
+        C(--dataset-name random-ids). The IDs are drawn from the model's own vocabulary, C([0, vocab size\)), because
+        SGLang does not check them and an ID past the model's embedding table ends the server.
+      - The vocabulary size is O(benchmark.vocab_size) when given, else read from the model folder on the host,
+        O(benchmark.model_path) first, then the folder the server names in C(GET /model_info). It is the smaller of
+        C(config.json)'s C(vocab_size) (or its language model's, C(text_config.vocab_size) and the like, for a
+        multimodal model) and the number of tokens in C(tokenizer.json) without its added special tokens (what
+        bench_serving uses).
+      - When no size is found, the load test sends random words instead (as O(benchmark.input_mode=text)), says so in
+        RV(benchmark.input) and warns; it never sends IDs that may be out of the vocabulary.
+      - After a level with failed requests the server is asked C(/health_generate) once (RV(benchmark.health)); when it
+        does not answer, the levels left are not run (RV(benchmark.not_run)).
     type: dict
     suboptions:
       concurrency:
@@ -114,10 +125,24 @@ options:
         type: float
         default: 600
       input_mode:
-        description: V(ids) sends random token IDs, V(text) random words (about one token each).
+        description:
+          - V(ids) sends random token IDs of the model's vocabulary, V(text) random words (about one token each).
+          - V(ids) falls back to V(text) when the vocabulary size is not found (see O(benchmark)).
         type: str
         choices: [ids, text]
         default: ids
+      vocab_size:
+        description:
+          - The model's vocabulary size; token IDs are drawn from C([0, vocab_size\)).
+          - Default the size read from the model folder (see O(benchmark)). A size larger than the model's
+            embedding table ends the server at the first ID past it.
+        type: int
+      model_path:
+        description:
+          - The model folder on the host (what the server was started with), read for the vocabulary size.
+          - Default the folder the server names in C(GET /model_info). A path that is not absolute (a hub repo id)
+            is not read.
+        type: path
       seed:
         description: Seed of the random prompts.
         type: int
@@ -234,8 +259,30 @@ benchmark:
     - With O(benchmark.gpu_sampling), each level also has C(power_w_mean) (mean draw per GPU, W), C(power_w_max),
       C(power_pct_of_limit) (sum of draws over sum of power limits, %), C(gpu_util_pct_mean), C(gpu_samples)
       (samples taken while the level's requests ran) and C(gpu_sample_errors); all GPUs of the host are sampled.
+    - C(input) says how the prompts were made; C(health) and C(not_run) what followed a level with failed requests.
+    - Each level also has C(failed), C(rejected) (failed requests that the server refused as bad requests, an HTTP
+      4xx or a streamed C(invalid_request_error), which the load test's settings cause, not the server), C(errors)
+      (up to 5 distinct ones) and C(first_error) (the error of the failed request sent first).
   returned: when O(benchmark) is set and the smoke checks passed
   type: dict
+  contains:
+    input:
+      description:
+        - C(mode) (V(ids) or V(text)), C(vocab_size) (the IDs are below it; null for text), C(source) (the option or
+          the files that gave it) and C(note) (why it fell back to text; null otherwise).
+      type: dict
+      sample: {"mode": "ids", "vocab_size": 659, "note": null,
+               "source": "/models/m/config.json vocab_size (662); /models/m/tokenizer.json model.vocab, 3 added tokens left out (659)"}
+    health:
+      description:
+        - After the first level with failed requests, C(level), C(answers) (whether C(/health_generate) answered
+          HTTP 200) and C(detail); null when every request completed.
+      type: dict
+      sample: {"level": "64", "answers": false, "detail": "no HTTP answer: refused"}
+    not_run:
+      description: The levels not run because the server stopped answering.
+      type: list
+      elements: str
   sample: {"concurrency": {"1": {"completed": 8, "output_throughput": 171.9, "mean_ttft_ms": 80.1,
                                  "power_w_mean": 330.2, "power_pct_of_limit": 55.0, "gpu_util_pct_mean": 100.0}},
            "labels": {"output_throughput": "Output token throughput (tok/s)"}}
@@ -245,6 +292,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
+from ansible_collections.llmserve.sglang.plugins.module_utils import _vocab
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
 from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_http as sghttp
@@ -281,6 +329,8 @@ def argument_spec():
         warmup=dict(type='int', default=1),
         timeout=dict(type='float', default=600),
         input_mode=dict(type='str', default='ids', choices=['ids', 'text']),
+        vocab_size=dict(type='int'),
+        model_path=dict(type='path'),
         seed=dict(type='int', default=0),
         gpu_sampling=dict(type='bool', default=True),
         sample_interval=dict(type='float', default=0.5),
@@ -297,31 +347,64 @@ def argument_spec():
     )
 
 
-def run_benchmark(module, p, bench):
-    """The load test at each concurrency level of O(benchmark), with the GPUs sampled when asked and possible."""
-    out = {'concurrency': {}, 'labels': dict(loadgen.LABELS), 'settings': {}}
-    sampler, sample_error = None, None
-    if bench['gpu_sampling']:
-        smi = module.get_bin_path(bench['nvidia_smi'])
-        if smi:
-            sampler = gpu_sampler.Sampler(lambda argv: module.run_command(argv, handle_exceptions=False),
-                                          gpu_sampler.sample_argv(smi),
-                                          interval=bench['sample_interval'])
-            out['labels'].update(gpu_sampler.LABELS)
-        else:
-            sample_error = '%s not found on the host' % bench['nvidia_smi']
+def benchmark_input(module, p, bench, base):
+    """How the prompts are made (_vocab.resolve): token ids of the model's vocabulary, or words when its size is not
+    found (then a warning says so)."""
+    if bench['input_mode'] == 'text':
+        return {'mode': 'text', 'vocab_size': None, 'source': None, 'note': None}
+    got = _vocab.resolve(bench['vocab_size'], [
+        bench['model_path'],
+        lambda: _vocab.server_model_path(base, p['api_key'], timeout=min(p['timeout'], 30),
+                                         validate_certs=p['validate_certs'])])
+    if got['note']:
+        module.warn('benchmark: %s' % got['note'])
+    return got
+
+
+def server_health(p, base, level):
+    """After a level with failed requests: does the server still answer /health_generate?"""
+    r = sghttp.get(base + '/health_generate', api_key=p['api_key'], timeout=p['timeout'],
+                   validate_certs=p['validate_certs'])
+    detail = 'HTTP %s' % r.status if r.status is not None else 'no HTTP answer: %s' % r.error
+    return {'level': str(level), 'answers': r.status == 200, 'detail': detail}
+
+
+def _sampler(module, bench):
+    """(the GPU sampler or None, why there is none or None)."""
+    if not bench['gpu_sampling']:
+        return None, None
+    smi = module.get_bin_path(bench['nvidia_smi'])
+    if not smi:
+        return None, '%s not found on the host' % bench['nvidia_smi']
+    return gpu_sampler.Sampler(lambda argv: module.run_command(argv, handle_exceptions=False),
+                               gpu_sampler.sample_argv(smi), interval=bench['sample_interval']), None
+
+
+def run_benchmark(module, p, bench, base):
+    """The load test at each concurrency level of O(benchmark), with the GPUs sampled when asked and possible; the
+    levels after one that lost the server are not run."""
+    out = {'concurrency': {}, 'labels': dict(loadgen.LABELS), 'settings': {}, 'health': None, 'not_run': [],
+           'input': benchmark_input(module, p, bench, base)}
+    sampler, sample_error = _sampler(module, bench)
+    if sampler is not None:
+        out['labels'].update(gpu_sampler.LABELS)
     for level in bench['concurrency']:
+        if out['health'] and not out['health']['answers']:
+            out['not_run'].append(str(level))
+            continue
         n = bench['num_prompts'] or max(8, 4 * level)
         fig, _results = loadgen.run_level(
             p['host'], p['port'], level, n, input_len=bench['input_len'], output_len=bench['output_len'],
             api_key=p['api_key'], warmup=bench['warmup'], timeout=bench['timeout'], seed=bench['seed'],
-            mode=bench['input_mode'], scheme=p['scheme'], validate_certs=p['validate_certs'],
-            request_timeout=max(p['timeout'], 60), monitor=sampler)
+            mode=out['input']['mode'], vocab_size=out['input']['vocab_size'], scheme=p['scheme'],
+            validate_certs=p['validate_certs'], request_timeout=max(p['timeout'], 60), monitor=sampler)
         if sampler is not None:
             fig.update(sampler.summary())
         elif sample_error:
             fig['gpu_sample_error'] = sample_error
         out['concurrency'][str(level)] = fig
+        if fig.get('failed') and out['health'] is None:
+            out['health'] = server_health(p, base, level)
     out['settings'] = dict((k, bench[k]) for k in argument_spec()['benchmark']['options'])
     return out
 
@@ -342,6 +425,8 @@ def main():
         for key in ('input_len', 'output_len'):
             if bench[key] < 1:
                 module.fail_json(msg='benchmark.%s must be >= 1, got %s' % (key, bench[key]))
+        if bench['vocab_size'] is not None and bench['vocab_size'] < 1:
+            module.fail_json(msg='benchmark.vocab_size must be >= 1, got %s' % bench['vocab_size'])
 
     base = sghttp.base_url(p['host'], p['port'], p['scheme'])
     t0 = time.time()
@@ -352,7 +437,7 @@ def main():
     result = dict(changed=False, ok=ok, reason=reason, evidence=evidence, checks=checks)
 
     if bench is not None and ok and not module.check_mode:
-        result['benchmark'] = run_benchmark(module, p, bench)
+        result['benchmark'] = run_benchmark(module, p, bench, base)
     result['seconds'] = round(time.time() - t0, 3)
     module.exit_json(**result)
 

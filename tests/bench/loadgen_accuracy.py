@@ -40,7 +40,8 @@ def main():
         srv.stdout.readline()
         cpu0 = os.times()
         fig, results = loadgen.run_level('127.0.0.1', args.port, args.concurrency, args.num_prompts,
-                                         input_len=args.input_len, output_len=args.output_len, warmup=1)
+                                         input_len=args.input_len, output_len=args.output_len, warmup=1,
+                                         vocab_size=32000)  # the SSE server reads no ids; a Llama-sized vocabulary
         cpu1 = os.times()
         stats = json.loads(urllib.request.urlopen('http://127.0.0.1:%d/stats' % args.port).read())
     finally:

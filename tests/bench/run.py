@@ -9,6 +9,7 @@
   P3  collection overhead of a 3-candidate deploy over SSH (wall - the fake servers' own time), by role
   P4  clean-up to verified-free, 8 GPUs held on a host and in a container (holders obey SIGTERM)
   P5  load generator accuracy, 64 streams at 2,500 tok/s                               tests/bench/loadgen_accuracy.py
+      and on the real SGLang 0.5.23: the load test beside bench_serving (random-ids) on one server  tests/realserver/benchcompare.py
   P6  deploy wall time to 8 GPU hosts vs 1 (tests/bench/lab-8gpu.yml); P3c the controller's CPU per host there
       (with --baseline DIR, the same deploys with the collection of another checkout, side by side)
   P7  tests/bench/p7_screen.py, when it exists (run under the same lock, LLMSERVE_LAB_LOCK_HELD=1)
@@ -48,6 +49,8 @@ REAL_VARS = os.path.join(ROOT, 'tests', 'realserver', 'vars.yml')   # the real S
 
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lab'))
 from labsession import LOCK, lab_lock  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, os.path.join(ROOT, 'tests', 'realserver'))
+import benchcompare  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def log(msg):
@@ -173,6 +176,7 @@ class Bench(object):
         self.playbook('p1real-deploy', 'playbooks/deploy.yml', 'inventories/lab',
                       ['-l', 'gpu01', '-e', '@' + REAL_VARS, '-e', '{"sglang_screen": false, "sglang_candidates": []}',
                        '-e', 'sglang_report_dir=' + os.path.join(self.out, 'p1real-deploy')])
+        self.p5_real()
         script = os.path.join(HERE, 'detect_latency_real.py')
         command = 'PYTHONPATH=%s %s %s --runs %d --json' % (LINK_ROOT, sys.executable, script, runs)
         rc, dummy, text = self.sh(LABCTL + ['ssh', 'gpu01', '--', command], 'p1real-detect-latency',
@@ -199,6 +203,26 @@ class Bench(object):
                     'median %.2f s, max %.2f s (n=%d)' % (split[k]['median'], split[k]['max'], split[k]['n'])
                     if k in split else 'not found' for k in ('line_after_kill', 'verdict_after_line')) +
                     (os.path.join(self.out, 'logs', 'p1real-detect-latency.log'),)))
+
+    def p5_real(self):
+        """P5 on the real SGLang 0.5.23 serving the known-good configuration: playbooks/benchmark.yml, then
+        SGLang's own bench_serving (random-ids, same lengths and concurrency) on the same server."""
+        log('P5 real: the collection\'s load test beside bench_serving on the real server')
+        env = dict(self.ansible_env(), ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json')
+        bench = json.dumps({'sglang_benchmark': benchcompare.BENCH})
+        dummy, dummy2, out = self.sh([os.path.join(BIN, 'ansible-playbook'), 'playbooks/benchmark.yml', '-i',
+                                      'inventories/lab', '-l', 'gpu01', '-e', '@' + REAL_VARS, '-e', bench],
+                                     'p5real-benchmark', env=env, check=False)
+        dummy, level = benchcompare.collection_result(out, 'gpu01')
+        dummy, dummy2, text = self.sh(LABCTL + ['ssh', 'gpu01', '--', benchcompare.bench_serving_command()],
+                                      'p5real-bench-serving', check=False)
+        theirs = benchcompare.bench_serving_result(text) or {}
+        diffs = benchcompare.compare(level, theirs)
+        met = all(rel is not None and rel <= benchcompare.TOLERANCE for dummy, dummy2, rel in diffs.values())
+        self.add('P5', 'REAL SGLang 0.5.23: load test vs bench_serving (c%d, %d x %d/%d tokens)' % (
+            benchcompare.BENCH['concurrency'][0], benchcompare.BENCH['num_prompts'], benchcompare.BENCH['input_len'],
+            benchcompare.BENCH['output_len']), benchcompare.row(level, theirs),
+            'within %d %%' % (100 * benchcompare.TOLERANCE), 'bench_serving random-ids, same server', met)
 
     # ------------------------------------------------------------------ lab phase A: P4, fastest, P2
     def p4_cleanup(self):

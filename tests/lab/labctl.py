@@ -248,7 +248,9 @@ def write_lab_model(path: str) -> None:
     shards = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
     write(os.path.join(path, "config.json"), json.dumps(
         {"architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
-         "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"}}, indent=2) + "\n")
+         "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"},
+         # a multimodal model's vocabulary size is its language model's: the load test reads it from here
+         "text_config": {"vocab_size": 248320}}, indent=2) + "\n")
     write(os.path.join(path, "model.safetensors.index.json"), json.dumps(
         {"metadata": {"total_size": 2 * 4096}, "weight_map": {"lm_head.weight": shards[0],
                                                               "model.embed_tokens.weight": shards[1]}}, indent=2) + "\n")

@@ -43,6 +43,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 # pylint: disable-next=wrong-import-position
 from labsession import BRIDGE, bridge_server, lab_session, recap, run_playbook  # noqa: E402
 # pylint: disable-next=wrong-import-position
+import benchcompare  # noqa: E402
+# pylint: disable-next=wrong-import-position
 from ansible_collections.llmserve.sglang.plugins.module_utils._systemd import parse_show  # noqa: E402
 
 CHECKOUT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -164,6 +166,28 @@ def test_second_run_changes_nothing(lab):  # pylint: disable=unused-argument,red
         # forced candidates are tried again only when the record has no failure for them; these failed just now
         assert cands[name]["outcome"] in ("skipped",), cands[name]
     assert reports["gpu01"]["final_state"] == "serving"
+
+
+def test_benchmark_serves_and_reads_like_bench_serving(lab, monkeypatch):  # pylint: disable=unused-argument,redefined-outer-name
+    """playbooks/benchmark.yml against the serving real server: every request served, the server alive after it;
+    SGLang's own bench_serving on the same server beside it (the figures are printed; `make bench` P5 compares)."""
+    pid_before = ssh("gpu01", "systemctl show -p MainPID --value sglang.service").strip()
+    monkeypatch.setenv("ANSIBLE_STDOUT_CALLBACK", "ansible.builtin.json")
+    rc, out, _reports = playbook("benchmark", {"sglang_benchmark": benchcompare.BENCH}, limit="gpu01")
+    result, level = benchcompare.collection_result(out, "gpu01")
+    pid_after = ssh("gpu01", "systemctl show -p MainPID --value sglang.service").strip()
+    theirs = benchcompare.bench_serving_result(ssh("gpu01", benchcompare.bench_serving_command(), timeout=600)) or {}
+    text = ("collection: %s done, %s failed; bench_serving: %s done; %s" % (
+        level.get("completed"), level.get("failed"), theirs.get("completed"), benchcompare.row(level, theirs)))
+    RESULTS.append("%-35s %s" % ("S6 benchmark vs bench_serving", text))
+    print(RESULTS[-1])
+    assert rc == 0, out[-3000:]
+    assert level.get("completed") == benchcompare.BENCH["num_prompts"] and not level.get("failed"), level
+    assert pid_after == pid_before != "0", (pid_before, pid_after)
+    assert not journal_line("gpu01", "index out of range"), "the load test crashed the server"
+    vocab = (result or {}).get("benchmark", {}).get("input") or {}
+    assert vocab.get("vocab_size") and vocab["vocab_size"] <= 662, vocab
+    assert theirs.get("completed") == benchcompare.BENCH["num_prompts"], ssh("gpu01", "tail -n 30 /tmp/bench-serving.log")
 
 
 def test_installed_service_restarts_on_failure(lab):  # pylint: disable=unused-argument,redefined-outer-name

@@ -76,6 +76,8 @@ def test_stream_one(case):
         assert r.latency == pytest.approx(exp['latency'])
     if 'error' in exp:
         assert exp['error'] in r.error
+    if 'rejected' in exp:
+        assert r.rejected is exp['rejected']
 
 
 @pytest.mark.parametrize('case', CASES['percentiles'])
@@ -122,8 +124,57 @@ def test_summarize_names_and_values():
     assert 'Output token throughput (tok/s):' in loadgen.format_table(fig)
 
 
+@pytest.mark.parametrize('case', CASES['prompts'], ids=[c['name'] for c in CASES['prompts']])
+def test_make_prompts_ids_stay_in_the_vocabulary(case):
+    args = (case['num'], case['input_len'], 8)
+    kwargs = dict(seed=case.get('seed', 0), mode='ids', vocab_size=case['vocab_size'])
+    if case.get('raises'):
+        with pytest.raises(ValueError, match=case['raises']):
+            loadgen.make_prompts(*args, **kwargs)
+        return
+    bodies = [json.loads(b) for b in loadgen.make_prompts(*args, **kwargs)]
+    assert len(bodies) == case['num']
+    ids = [i for b in bodies for i in b['input_ids']]
+    assert all(len(b['input_ids']) == case['input_len'] for b in bodies)
+    assert all(isinstance(i, int) and 0 <= i < case['vocab_size'] for i in ids), max(ids)
+    if case.get('all_ids_seen'):
+        assert set(ids) == set(range(case['vocab_size']))
+    if case['vocab_size'] >= 100:
+        assert len(set(tuple(b['input_ids'][:4]) for b in bodies)) == case['num']  # no two prompts start alike
+    assert bodies == [json.loads(b) for b in loadgen.make_prompts(*args, **kwargs)]  # the seed decides
+
+
+@pytest.mark.parametrize('status, rejected', CASES['rejected_status'])
+def test_rejected_status(status, rejected):
+    assert loadgen.rejected_status(status) is rejected
+
+
+@pytest.mark.parametrize('payload, rejected', CASES['rejected_event'])
+def test_rejected_event(payload, rejected):
+    assert loadgen.rejected_event(payload.encode('utf-8')) is rejected
+
+
+def test_http_400_is_a_refusal_and_the_first_error_is_the_first_sent():
+    class R(ScriptedResponse):
+        status = 400
+
+        def read(self):
+            return b'{"error": "input_ids must be a list"}'
+    refused = loadgen.Result()
+    loadgen.stream_one(ScriptedConn(R([], Clock())), '/generate', b'{}', {}, refused, clock=Clock())
+    assert not refused.ok and refused.rejected and refused.error.startswith('HTTP 400')
+    later = loadgen.Result()
+    later.error, later.start = 'connect: refused', 5.0
+    unsent = loadgen.Result()
+    unsent.error = 'not sent: benchmark timeout'
+    fig = loadgen.summarize([unsent, later, refused], 1.0, 2)
+    assert (fig['failed'], fig['rejected']) == (3, 1)
+    assert fig['first_error'] == refused.error  # started at 0.0, before the connect error at 5.0
+    assert loadgen.summarize([], 1.0)['first_error'] is None
+
+
 def test_make_prompts_exact_lengths():
-    bodies = [json.loads(b) for b in loadgen.make_prompts(3, 17, 5, seed=1)]
+    bodies = [json.loads(b) for b in loadgen.make_prompts(3, 17, 5, seed=1, vocab_size=662)]
     assert all(len(b['input_ids']) == 17 for b in bodies)
     assert all(b['sampling_params'] == {'temperature': 0, 'max_new_tokens': 5, 'ignore_eos': True} for b in bodies)
     assert bodies[0]['stream'] is True
@@ -139,6 +190,7 @@ def test_run_level_calls_the_monitor_around_the_measured_requests():
     except ImportError:  # pragma: no cover - Python 2
         pytest.skip('Python 3 only')
     events = []
+    sent = []
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = 'HTTP/1.1'
@@ -147,7 +199,7 @@ def test_run_level_calls_the_monitor_around_the_measured_requests():
             pass
 
         def do_POST(self):
-            self.rfile.read(int(self.headers['Content-Length']))
+            sent.append(json.loads(self.rfile.read(int(self.headers['Content-Length'])))['input_ids'])
             events.append('request')
             body = b''.join(b'data: {"meta_info": {"prompt_tokens": 4, "completion_tokens": %d}}\n\n' % i
                             for i in (1, 2)) + b'data: [DONE]\n\n'
@@ -171,9 +223,10 @@ def test_run_level_calls_the_monitor_around_the_measured_requests():
     thread.start()
     try:
         fig, dummy = loadgen.run_level('127.0.0.1', server.server_address[1], 2, 4, input_len=4, output_len=2,
-                                       warmup=1, timeout=10, monitor=Monitor())
+                                       warmup=1, timeout=10, monitor=Monitor(), vocab_size=5)
     finally:
         server.shutdown()
         server.server_close()
     assert fig['completed'] == 4 and fig['total_output_tokens'] == 8, fig['errors']
     assert events == ['request', 'start'] + ['request'] * 4 + ['stop']
+    assert len(sent) == 5 and all(len(ids) == 4 and all(0 <= i < 5 for i in ids) for ids in sent), sent

@@ -25,6 +25,27 @@ def test_outcome(case):
     assert got['seconds'] == 12.35
 
 
+@pytest.mark.parametrize('case', CASES['verdict'], ids=[c['name'] for c in CASES['verdict']])
+def test_benchmark_verdict(case):
+    got = trial.benchmark_verdict(case['result'])
+    assert set(got) == set(['failed', 'msg'])
+    for key, value in case['want'].items():
+        assert got[key] == value, key
+
+
+def test_benchmark_failure_keeps_the_request_error_and_the_crash_apart():
+    bench = {'concurrency': {'1': {'completed': 2, 'failed': 0},
+                             '2': {'completed': 1, 'failed': 3, 'rejected': 0, 'errors': ['connect: refused']}}}
+    crash = {'status': 'crashed', 'evidence': ['IndexError: index out of range in self']}
+    got = trial.benchmark_failure(bench, crash)
+    assert (got['level'], got['failed'], got['total'], got['by']) == ('2', 3, 6, 'benchmark')
+    assert got['first_error'] == 'connect: refused' and got['server_answers'] is False
+    assert trial.benchmark_failure(bench, {'status': 'ready'})['by'] == 'server'
+    assert trial.benchmark_failure(bench)['server_answers'] is None  # not asked
+    assert trial.benchmark_failure({'concurrency': {'1': {'completed': 4, 'failed': 0}}}, {'status': 'ready'}) is None
+    assert trial.benchmark_failure(None, crash) is None  # no load test ran: its input cannot be at fault
+
+
 @pytest.mark.parametrize('case', CASES['select'], ids=[c['name'] for c in CASES['select']])
 def test_select(case):
     by_name = OrderedDict((r['name'], r) for r in case['results'])

@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection's load test beside SGLang 0.5.23's own bench_serving on one serving real server.
+
+Used by the real-server gate (tests/realserver/test_real_server.py) and `make bench` (P5 on the real server). Both
+send random token ids of the model's own vocabulary (bench_serving's ``random-ids``), the same input and output
+lengths (``--random-range-ratio 1``: exact), ``ignore_eos`` and the same concurrency.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+
+BENCH = {"concurrency": [4], "num_prompts": 16, "input_len": 64, "output_len": 32}
+REAL_PYTHON = "/var/lib/llmserve-lab/sglang-0.5.23/bin/python3"
+MODEL = "/var/lib/llmserve-lab/models/tiny-qwen2-chat"
+# the figures compared, and how far apart they may be (relative to bench_serving's)
+COMPARED = ("output_throughput", "median_ttft_ms")
+TOLERANCE = 0.05
+
+
+def bench_serving_command(bench=None, port=30000):
+    """The shell command, run on the GPU host, that runs bench_serving and prints its JSON line last."""
+    bench = bench or BENCH
+    return " ".join([
+        REAL_PYTHON, "-m", "sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1", "--port", str(port),
+        "--dataset-name", "random-ids", "--tokenizer", MODEL, "--num-prompts", str(bench["num_prompts"]),
+        "--random-input-len", str(bench["input_len"]), "--random-output-len", str(bench["output_len"]),
+        "--random-range-ratio", "1", "--max-concurrency", str(bench["concurrency"][0]), "--disable-tqdm",
+        "--output-file", "/tmp/bench-serving.jsonl", ">/tmp/bench-serving.log", "2>&1;",
+        "tail", "-n", "1", "/tmp/bench-serving.jsonl"])
+
+
+def bench_serving_result(output):
+    """bench_serving's JSON line (the last line of ``output``) -> dict, or None."""
+    try:
+        data = json.loads(output.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def collection_result(json_output, host, bench=None):
+    """From ansible-playbook's JSON callback output of playbooks/benchmark.yml: (the module's result, the level)."""
+    bench = bench or BENCH
+    doc, dummy = json.JSONDecoder().raw_decode(json_output[json_output.index("{"):])
+    for play in doc["plays"]:
+        for task in play["tasks"]:
+            res = task["hosts"].get(host) or {}
+            levels = (res.get("benchmark") or {}).get("concurrency") or {}
+            if levels:
+                return res, levels.get(str(bench["concurrency"][0])) or {}
+    return None, {}
+
+
+def compare(ours, theirs):
+    """{figure: (ours, theirs, relative difference)} for the figures compared."""
+    out = {}
+    for key in COMPARED:
+        a, b = ours.get(key), theirs.get(key)
+        out[key] = (a, b, (abs(a - b) / b) if a is not None and b else None)
+    return out
+
+
+def row(ours, theirs):
+    """One line for a report: both figures and how far apart they are."""
+    parts = []
+    for key, (a, b, rel) in sorted(compare(ours, theirs).items()):
+        parts.append("%s %s vs %s (%s)" % (key, "%.1f" % a if a is not None else "-", "%.1f" % b if b is not None
+                                           else "-", "%+.1f %%" % (100 * rel) if rel is not None else "-"))
+    return "; ".join(parts)
