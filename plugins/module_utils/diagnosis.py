@@ -10,12 +10,14 @@ A *signature* is a dict read from ``roles/backend_trial/files/failure_signatures
       reason: crashed                    # a value, a list (any of), {not: value-or-list}, or null (= not known)
       arch: {not: sm100}
       moe_runner_backend: [flashinfer_trtllm, flashinfer_trtllm_routed]
-      lines: ['trtllm_fp4_block_scale_moe', 'requires (SM )?10\\.x']    # regexes: ANY matches some line
+      lines: ['trtllm_fp4_block_scale_moe\\(', 'no kernels runnable on sm\\d+']    # regexes: ANY matches some line
       all_lines: [...]                   # regexes: EACH matches some line
       no_lines: [...]                    # regexes: NONE matches any line
     explanation: one or two sentences
     references: [sglang issue 24321, ...]
     next_step: what to do about it
+    sources:                             # optional, never shown: where each regex's text comes from
+      'no kernels runnable on sm\\d+': flashinfer/data/csrc/trtllm_batched_gemm_runner.cu:216 (flashinfer-python 0.7.2)
 
 Context keys a signature can match (see :func:`context`): ``reason``, ``status``, ``phase`` (``screen`` or
 ``trial``), ``arch``, ``moe_runner_backend``, ``fp4_gemm_backend``, ``attention_backend``, ``quantization``,
@@ -49,7 +51,7 @@ CONTEXT_KEYS = ('reason', 'status', 'phase', 'arch', 'moe_runner_backend', 'fp4_
                 'quantization', 'milestone', 'signal', 'signal_name', 'log_empty', 'exit_code', 'child_exit_code',
                 'child_signal')
 LINE_KEYS = ('lines', 'all_lines', 'no_lines')
-SIGNATURE_KEYS = ('id', 'title', 'match', 'explanation', 'references', 'next_step')
+SIGNATURE_KEYS = ('id', 'title', 'match', 'explanation', 'references', 'next_step', 'sources')
 MAX_LINES = 400
 UNMATCHED_SHOWN = 15
 
@@ -242,11 +244,26 @@ def validate(signatures):
         for key in CONTEXT_KEYS:
             if isinstance(match.get(key), dict):
                 value_matches(match[key], None)     # raises on a malformed dict
+        _check_sources(where, sig.get('sources'), compiled)
         entry = dict(sig)
         entry['references'] = [str(r) for r in sig.get('references') or []]
         entry['_rx'] = compiled
         out.append(entry)
     return out
+
+
+def _check_sources(where, sources, compiled):
+    """``sources``: None, or a dict from some of the signature's line regexes to a source text or a list of them."""
+    if sources is None:
+        return
+    if not isinstance(sources, dict):
+        raise SignatureError('%s: sources must be a dict {regex: source or [sources]}' % where)
+    patterns = set(pat for pats in compiled.values() for pat, _rx in pats)
+    for pat, src in sources.items():
+        if pat not in patterns:
+            raise SignatureError('%s: sources names %r, which is none of its line regexes' % (where, pat))
+        if not all(isinstance(x, str) and x.strip() for x in _as_list(src)) or not _as_list(src):
+            raise SignatureError('%s: sources[%r] must be a non-empty string or list of strings' % (where, pat))
 
 
 def _text_lines(value):

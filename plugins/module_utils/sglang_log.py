@@ -107,9 +107,13 @@ CHILD_EXIT_PATTERNS = (
 # (SIGSEGV -11, SIGABRT -6, ...) or a non-zero exit status is a crash
 KILL_SIGNALS = (9, 15)
 
-# Lines inside a traceback that say *why*, strongest first.  Each entry: (rank, regex).
+# Lines inside a traceback that say *why*, strongest first.  Each entry: (rank, regex).  FlashInfer 0.7.2's
+# trtllm-gen MoE on a GPU it has no cubins for (csrc/trtllm_batched_gemm_runner.cu): "RuntimeError: Error in function
+# 'TrtllmGenBatchedGemmRunner' at ...: The trtllm-gen batched GEMM cubin manifest contains no kernels runnable on sm120;
+# ...".
 TELLING_PATTERNS = (
     (0, re.compile(r'requires \d+(?:\.\w+)? arch|requires (?:an? )?(?:SM|sm)_?\d+|\bnot supported on\b'
+                   r'|contains no kernels runnable on sm\d+'
                    r'|no kernel image is available|[Uu]nsupported (?:GPU |CUDA )?arch|unsupported (?:sm|SM)\d*'
                    r'|illegal memory access|CUDA error|CUBLAS_STATUS|cuDNN error|NCCL error'
                    r'|CUDA out of memory|OutOfMemoryError|probability tensor contains|\bNaN detected\b')),

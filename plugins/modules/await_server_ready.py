@@ -261,7 +261,10 @@ evidence:
   type: list
   elements: str
   sample:
-    - "RuntimeError: trtllm_fp4_block_scale_moe requires 10.x architecture"
+    - "RuntimeError: Error in function 'TrtllmGenBatchedGemmRunner' at
+      /root/ml-env/lib/python3.11/site-packages/flashinfer/data/csrc/trtllm_batched_gemm_runner.cu:218: The trtllm-gen
+      batched GEMM cubin manifest contains no kernels runnable on sm120; this backend currently ships cubins for sm100,
+      sm103 and sm107."
     - "[2026-05-01 12:00:00 TP3] Scheduler hit an exception: Traceback (most recent call last):"
 log_tail:
   description: The last O(tail_lines) lines of this run's log.

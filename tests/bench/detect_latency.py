@@ -28,9 +28,11 @@ import os, signal, sys, time
 log = open(sys.argv[1], 'a', buffering=1)
 def crash(*_):
     log.write("[2026-05-01 12:01:00 TP3] Scheduler hit an exception: Traceback (most recent call last):\n"
-              '  File "/x/flashinfer/fused_moe/core.py", line 2120, in trtllm_fp4_block_scale_moe\n'
-              "    return op(\n"
-              "RuntimeError: trtllm_fp4_block_scale_moe requires 10.x architecture (got sm120)\n")
+              '  File "/x/flashinfer/fused_moe/core.py", line 6518, in trtllm_fp4_block_scale_moe\n'
+              "    return get_trtllm_moe_sm100_module().trtllm_fp4_block_scale_moe(\n"
+              "RuntimeError: Error in function 'TrtllmGenBatchedGemmRunner' at "
+              "/x/flashinfer/data/csrc/trtllm_batched_gemm_runner.cu:218: The trtllm-gen batched GEMM cubin manifest "
+              "contains no kernels runnable on sm120; this backend currently ships cubins for sm100, sm103 and sm107.\n")
     time.sleep(0.05)
     log.write("[2026-05-01 12:01:00] Received sigquit from a child process. It usually means the child failed.\n")
     os.kill(os.getpid(), signal.SIGKILL)

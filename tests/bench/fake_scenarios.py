@@ -20,9 +20,11 @@ ANSIBLE = os.path.join(os.path.dirname(sys.executable), 'ansible')
 
 RULES = '''rules:
   - {name: crash, match: {env: {LAB_SCENARIO: crash}}, behaviour: crash, params: {when: first_forward,
-     frames: "  File \\"{site}/flashinfer/fused_moe/core.py\\", line 2351, in trtllm_fp4_block_scale_moe\\n\\
+     frames: "  File \\"{site}/flashinfer/fused_moe/core.py\\", line 6518, in trtllm_fp4_block_scale_moe\\n\\
        return get_trtllm_moe_sm100_module().trtllm_fp4_block_scale_moe(\\n",
-     error: "RuntimeError: trtllm_fp4_block_scale_moe requires 10.x architecture"}}
+     error: "RuntimeError: Error in function 'TrtllmGenBatchedGemmRunner' at \\
+       {site}/flashinfer/data/csrc/trtllm_batched_gemm_runner.cu:218: The trtllm-gen batched GEMM cubin manifest \\
+       contains no kernels runnable on sm120; this backend currently ships cubins for sm100, sm103 and sm107."}}
   - {name: killed, match: {env: {LAB_SCENARIO: killed}}, behaviour: killed, params: {at: start}}
   - {name: killed_load, match: {env: {LAB_SCENARIO: killed_load}}, behaviour: killed, params: {at: load}}
   - {name: hang, match: {env: {LAB_SCENARIO: hang}}, behaviour: hang, params: {at: load}}

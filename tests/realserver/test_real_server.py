@@ -9,7 +9,8 @@ failures inside the real processes, at the real call sites, so that SGLang's own
 prints what the collection reported beside what the real server logged (the evidence line, found in the unit's
 journal on the host).
 
-- S1 ``flashinfer_trtllm`` forced on SM120 -> crashed at the first forward, ``trtllm_fp4_block_scale_moe`` evidence
+- S1 ``flashinfer_trtllm`` forced on SM120 -> crashed at the first forward, FlashInfer's exception as evidence
+  (the lab injects that exception line; the traceback around it and the tear-down are SGLang's own)
 - S2 a scheduler SIGKILLed at start, nothing logged by it -> killed (the real main process then exits with status 1)
 - S3 a broken MoE kernel's NaN activations -> the real sampler serves ``!!!!`` -> garbage
 - S5 the known-good configuration serves, is enabled and answers; a second run changes nothing
@@ -52,6 +53,10 @@ VARS = os.path.join(CHECKOUT, "tests", "realserver", "vars.yml")
 LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py")]
 BIN = os.path.dirname(sys.executable)
 RESULTS = []
+# What FlashInfer 0.7.2 raises for flashinfer_trtllm MoE on SM120 (csrc/trtllm_batched_gemm_runner.cu:216-218), as
+# the lab's behaviour table plays it
+INJECTED_TRTLLM = ("The trtllm-gen batched GEMM cubin manifest contains no kernels runnable on sm120; this backend "
+                   "currently ships cubins for sm100, sm103 and sm107.")
 
 
 def ssh(host, command, timeout=60):
@@ -77,6 +82,18 @@ def journal_line(host, needle, unit="sglang.service"):
     out = ssh(host, "journalctl -u %s --no-pager -o cat" % unit, timeout=120)
     found = [line for line in out.splitlines() if needle and needle[:80] in line]
     return found[-1] if found else ""
+
+
+def traceback_before(host, line, unit="sglang.service"):
+    """The real server's traceback that ends with ``line``: its journal from the last "Traceback" start before it
+    (without the log prefix) up to that line."""
+    out = ssh(host, "journalctl -u %s --no-pager -o cat" % unit, timeout=120)
+    lines = out.splitlines()
+    end = max(i for i, text in enumerate(lines) if text == line)
+    start = max(i for i in range(end + 1) if "Traceback (most recent call last):" in lines[i])
+    first = lines[start][lines[start].index("Scheduler hit an exception"):] if \
+        "Scheduler hit an exception" in lines[start] else lines[start]
+    return "\n".join([first] + lines[start + 1:end + 1])
 
 
 def show(scenario, host, cand, real_line):
@@ -128,10 +145,24 @@ def test_faults_then_known_good_serves(lab):  # pylint: disable=unused-argument,
 
     s1 = cands["trtllm-forced"]
     assert (s1["outcome"], s1["reason"]) == ("failed", "crashed"), s1
-    assert "trtllm_fp4_block_scale_moe" in evidence_text(s1), s1
-    real1 = journal_line("gpu01", "trtllm_fp4_block_scale_moe requires SM 10.x")
+    # From the lab's injection: the exception only. The lab's GPU plugin raises it inside the real
+    # ModelRunner.forward, with the text FlashInfer 0.7.2 builds on SM120 (tests/lab/behaviour/default.yml names
+    # its source) and this server's own site-packages path in it.
+    assert INJECTED_TRTLLM in evidence_text(s1), s1
+    real1 = journal_line("gpu01", "RuntimeError: Error in function 'TrtllmGenBatchedGemmRunner' at /")
     show("S1 trtllm forced on SM120", "gpu01", s1, real1)
     assert real1, "the evidence is not a line of the real server's journal"
+    assert INJECTED_TRTLLM in real1 and "/site-packages/flashinfer/data/csrc/trtllm_batched_gemm_runner.cu:218: " in real1
+    # From SGLang itself: the scheduler's report and the frames of the real call down to the forward the plugin
+    # replaced; then the tree's tear-down.
+    tb = traceback_before("gpu01", real1)
+    assert tb.startswith("Scheduler hit an exception: Traceback (most recent call last):"), tb[-3000:]
+    for frame in ('/sglang/srt/managers/scheduler.py", line ', '/sglang/srt/managers/tp_worker.py", line ',
+                  '/llmlab_gpu/__init__.py", line '):
+        assert frame in tb, (frame, tb[-3000:])
+    frames = tb.rsplit("\n", 1)[0]
+    assert "/flashinfer/" not in frames, "the lab plays no FlashInfer frame on the real server: " + tb[-3000:]
+    assert journal_line("gpu01", "It usually means") != "", "SGLang did not report the SIGQUIT of its scheduler"
 
     s2 = cands["killed-at-start"]
     assert (s2["outcome"], s2["reason"]) == ("failed", "killed"), s2

@@ -244,7 +244,7 @@ def test_probe_that_kills_the_server_is_classified_by_the_same_call(tmp_path, mo
     mocker.patch(HU, side_effect=server('ok', answer))
     res, dummy = run({'log_path': str(log), 'pid': os.getpid(), 'probe': {}})
     assert res['status'] == 'crashed' and res['reason'] == 'crashed'
-    assert 'requires 10.x architecture' in res['evidence'][0]
+    assert 'contains no kernels runnable on sm120' in res['evidence'][0]
     assert res['probe']['ok'] is False
 
 

@@ -165,7 +165,8 @@ def expand(text: str) -> str:
 
 def build(phase: str, model_type: str, frames_text: Optional[str], error: Optional[str],
           full: Optional[str] = None) -> str:
-    """phase: load | capture | forward | nan_assert | init | dist_init | nccl_launch | nccl_serve"""
+    """phase: load | capture | forward | nan_assert | init | dist_init | nccl_launch | nccl_serve; ``{site}`` in
+    the frames, the error and the full text stands for the site-packages directory."""
     if full:
         t = full.replace("{site}", SITE)
         return t if t.endswith("\n") else t + "\n"
@@ -195,7 +196,7 @@ def build(phase: str, model_type: str, frames_text: Optional[str], error: Option
                  "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
                  "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
                  "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
-    return body + error.rstrip("\n") + "\n"
+    return body + error.replace("{site}", SITE).rstrip("\n") + "\n"
 
 
 # --- the main process ---------------------------------------------------------------------------------

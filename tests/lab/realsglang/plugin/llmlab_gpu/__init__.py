@@ -163,8 +163,11 @@ def _hang(why):
 
 
 def _gpu_error(params):
-    """The GPU kernel's exception, raised from inside the real call (its text from the table)."""
+    """The GPU kernel's exception, raised from inside the real call (its text from the table; ``{site}`` stands for
+    this server's site-packages directory, where the real kernel's path names its file)."""
+    import sysconfig  # pylint: disable=import-outside-toplevel
     msg = str(params.get("error") or "RuntimeError: CUDA error: an illegal memory access was encountered")
+    msg = msg.replace("{site}", sysconfig.get_paths()["purelib"])
     first, _sep, rest = msg.partition(":")
     text = rest.strip() if first.strip() in ("RuntimeError", "torch.AcceleratorError") else msg
     return RuntimeError(text)
