@@ -218,7 +218,7 @@ class Bench(object):
                                       'p5real-bench-serving', check=False)
         theirs = benchcompare.bench_serving_result(text) or {}
         diffs = benchcompare.compare(level, theirs)
-        met = all(rel is not None and rel <= benchcompare.TOLERANCE for dummy, dummy2, rel in diffs.values())
+        met = all(rel is not None and abs(rel) <= benchcompare.TOLERANCE for dummy, dummy2, rel in diffs.values())
         self.add('P5', 'REAL SGLang 0.5.23: load test vs bench_serving (c%d, %d x %d/%d tokens)' % (
             benchcompare.BENCH['concurrency'][0], benchcompare.BENCH['num_prompts'], benchcompare.BENCH['input_len'],
             benchcompare.BENCH['output_len']), benchcompare.row(level, theirs),

@@ -55,11 +55,11 @@ def collection_result(json_output, host, bench=None):
 
 
 def compare(ours, theirs):
-    """{figure: (ours, theirs, relative difference)} for the figures compared."""
+    """{figure: (ours, theirs, (ours - theirs) / theirs)} for the figures compared."""
     out = {}
     for key in COMPARED:
         a, b = ours.get(key), theirs.get(key)
-        out[key] = (a, b, (abs(a - b) / b) if a is not None and b else None)
+        out[key] = (a, b, ((a - b) / b) if a is not None and b else None)
     return out
 
 
