@@ -55,7 +55,7 @@ options:
     default: false
   expect_holder:
     description:
-      - With O(take_over), the owner record of the run judged gone (the first call's RV(holder)): the lock is taken
+      - With O(take_over), the owner record of the run judged gone (the first call's RV(holder)). The lock is taken
         over only while that run still holds it, so a lock another run took over in the meantime is left to it.
     type: dict
     version_added: 0.3.0

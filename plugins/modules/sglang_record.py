@@ -70,7 +70,7 @@ options:
     description:
       - The owner record this run wrote into the lock (M(llmserve.sglang.deploy_lock)'s O(llmserve.sglang.deploy_lock#module:owner)).
         When given, O(release_lock) is removed only while its C(owner.json) still names this run (controller, PID,
-        V(since)): a lock another run took over is left to that run.
+        V(since)); a lock another run took over is left to that run.
     type: dict
     version_added: 0.3.0
   trial_marker:
