@@ -19,6 +19,7 @@ import signal as signal_mod
 import threading
 import time
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import _proctree
 from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
 from ansible_collections.llmserve.sglang.plugins.module_utils import _systemd
 from ansible_collections.llmserve.sglang.plugins.module_utils import activity
@@ -40,8 +41,14 @@ SYSTEMD_PROPS = ('MainPID', 'ExecMainPID', 'ActiveState', 'SubState', 'Result', 
 #   traceback_grace  at most this long after a fatal line while its traceback has no exception line yet.
 #   probe_grace  after a failed probe request, how long to watch for the death or fatal line it may have caused
 #                (a scheduler's exception ends the tree within about a second of the failed answer).
+#   tree_every   how often the ranks (schedulers, detokenizers) are looked at in /proc (_proctree.RankWatch); the
+#                wait reads the log at least this often while it watches them;
+#   tree_scan    how often the unit's processes are searched for new ranks;
+#   rank_linger  after a rank's death, how long the log is still read (for SGLang's own lines about it) before the
+#                verdict; SGLang's watchdog logs the death 0 to 1 s after it, so a longer read catches its line more
+#                often and delays every such verdict as much.
 TIMING = {'fatal_grace': 0.5, 'fatal_quiet': 0.15, 'drain_min': 0.15, 'drain_max': 0.8, 'traceback_grace': 1.5,
-          'probe_grace': 2.0}
+          'probe_grace': 2.0, 'tree_every': 0.1, 'tree_scan': 0.5, 'rank_linger': 0.2}
 
 CLD_EXITED = 1
 CLD_KILLED = 2
@@ -134,6 +141,11 @@ class UnitWatch(object):
         """Return True when the unit's process is gone (or the unit restarted into a new invocation)."""
         if self.pid and proc_state(self.pid)[0] and now - self.last_show < 1.0:
             return False
+        return self.ended()
+
+    def ended(self):
+        """Ask systemd now: True when the unit's process is gone, the unit stops, or it restarted into a new
+        invocation."""
         p = self.refresh()
         inv = p.get('InvocationID') or None
         if self.invocation and inv and inv != self.invocation:
@@ -298,6 +310,7 @@ class Times(object):
         self.ready_at = None    # the ready line's time (or the first readiness check without one)
         self.fatal_at = None    # when a fatal line was first seen
         self.dead_at = None     # when the process was first seen dead
+        self.rank_dead_at = None  # when a rank (scheduler, detokenizer) was seen dead while the main process lived
         self.line_at = None     # when the latest lines were read
         self.failed_at = None   # when the probe request failed
 
@@ -308,9 +321,11 @@ class Times(object):
 
 
 class Wait(object):
-    """One call's wait: each tick reads the log, looks at the process, then takes the first verdict of its steps."""
+    """One call's wait: each tick reads the log, looks at the process, then takes the first verdict of its steps.
 
-    def __init__(self, p, watch, log, probe, state, check_mode=False, clock=time.time, request=None):
+    ``tree``: a :class:`_proctree.RankWatch` on the watched process's ranks, or None."""
+
+    def __init__(self, p, watch, log, probe, state, check_mode=False, clock=time.time, request=None, tree=None):
         self.p = p
         self.watch = watch
         self.log = log
@@ -319,6 +334,8 @@ class Wait(object):
         self.check_mode = check_mode
         self.clock = clock
         self.request = request
+        self.tree = tree
+        self.rank_death = None  # _proctree.death() of the rank seen dead, while its verdict waits
         self.times = Times(p, watch, clock())
         self.res = {'status': 'loading', 'reason': None, 'signal': None, 'exit_code': None}
         # silence is a hang only while the server is also idle (no CPU, no reads): loads and compiles can be silent
@@ -340,8 +357,8 @@ class Wait(object):
             self.first_milestone = self.state.milestone
         self.ticks += 1
         self.look_at_process(now)
-        return (self.after_death(now, lines) or self.after_fatal_line(now) or self.readiness_or_hang(now)
-                or self.past_timeout(now) or self.step_expired(now))
+        return (self.after_death(now, lines) or self.after_rank_death(now) or self.after_fatal_line(now)
+                or self.readiness_or_hang(now) or self.past_timeout(now) or self.step_expired(now))
 
     def stop(self, status):
         self.res.update(status=status, reason=None if status == 'ready' else status)
@@ -353,7 +370,9 @@ class Wait(object):
         t = self.times
         # once something fatal was seen, look more often: the verdict is a few reads away
         interval = self.p['poll_interval']
-        if t.fatal_at is not None or t.dead_at is not None:
+        if self.tree is not None:
+            interval = min(interval, self.p['tree_every'])
+        if t.fatal_at is not None or t.dead_at is not None or t.rank_dead_at is not None:
             interval = min(interval, 0.05)
         lines = self.log.poll(interval) if self.log is not None else []
         if self.log is None and not self.check_mode:
@@ -381,11 +400,33 @@ class Wait(object):
 
     def look_at_process(self, now):
         if self.times.dead_at is None and self.watch.dead(now):
-            self.times.dead_at = now
-            if (not self.state.reason or self.state.in_traceback) and hasattr(self.log, 'sync'):
-                # nothing fatal seen yet, or a traceback without its last line: let journald catch up before
-                # calling it a silent kill or taking a traceback's first lines as its evidence
-                self.log.sync()
+            self.saw_death(now)
+        elif self.times.dead_at is None and self.rank_death is None and self.tree is not None:
+            self.look_at_ranks(now)
+
+    def saw_death(self, now):
+        self.times.dead_at = now
+        if (not self.state.reason or self.state.in_traceback) and hasattr(self.log, 'sync'):
+            # nothing fatal seen yet, or a traceback without its last line: let journald catch up before
+            # calling it a silent kill or taking a traceback's first lines as its evidence
+            self.log.sync()
+
+    def look_at_ranks(self, now):
+        """A scheduler or detokenizer that died while the main process lives is the verdict, unless the log said
+        why before (then the log decides, the death is its consequence) or the unit is stopping (a stop ends the
+        ranks first: the main process's end decides)."""
+        death = self.tree.poll(now, self.watch.pid, (getattr(self.watch, 'props', None) or {}).get('ControlGroup'))
+        if death is None:
+            return
+        self.rank_death = death
+        if hasattr(self.watch, 'ended') and self.watch.ended():
+            self.saw_death(now)
+            return
+        if self.state.reason not in (None, 'unhealthy'):
+            return
+        self.times.rank_dead_at = now
+        if hasattr(self.log, 'sync'):
+            self.log.sync()     # what the rank wrote before it died (a fatal error's stack) is read next
 
     # ------------------------------------------------------------------ the steps, in order
     def after_death(self, now, lines):
@@ -401,6 +442,31 @@ class Wait(object):
         self.res['signal'], self.res['exit_code'] = sig, code
         return self.stop(sglang_log.final_reason(self.state.reason, sig, result))
 
+    def after_rank_death(self, now):
+        """A rank died while the main process lives: read the log a moment longer (SGLang's line about the death,
+        when it comes that soon), then decide as that line would: ``killed`` (``oom`` in a unit that systemd marks
+        oom-kill) for SIGKILL or SIGTERM, else ``crashed``; SGLang's line about the death gives its reason. A fatal
+        line of its own meanwhile is decided by :meth:`after_fatal_line` and the main process ending meanwhile (a
+        stop, SGLang ending its tree) by :meth:`after_death`."""
+        rank_dead_at = self.times.rank_dead_at
+        if rank_dead_at is None:
+            return None
+        if now - rank_dead_at < self.p['rank_linger'] and not self.check_mode:
+            return AGAIN
+        self.res['rank_death'] = self.rank_death
+        if self.state.reason not in (None, 'unhealthy') and not self.state.reason_from_child:
+            return None     # the log said why meanwhile (SGLang ends its ranks after it): it decides, as read to its end
+        reason = self.state.reason if self.state.reason not in (None, 'unhealthy') else self.rank_death['reason']
+        return self.stop(self.unit_reason(reason))
+
+    def unit_reason(self, reason):
+        """A child's ``killed`` while the main process lives: systemd's Result=oom-kill makes it ``oom``."""
+        if reason == 'killed' and hasattr(self.watch, 'exit_info'):
+            if hasattr(self.watch, 'refresh'):
+                self.watch.refresh()
+            reason = sglang_log.final_reason(reason, unit_result=self.watch.exit_info()[2])
+        return reason
+
     def after_fatal_line(self, now):
         """A fatal line while the process lives: keep reading the traceback for a moment (the process usually dies
         within it); a traceback without its exception line yet is not done (a loaded host's journald can pause)."""
@@ -412,13 +478,7 @@ class Wait(object):
         grace = p.get('traceback_grace', p['fatal_grace']) if state.in_traceback else p['fatal_grace']
         if not (quiet or now - fatal_at >= grace or self.check_mode):
             return AGAIN
-        reason = state.reason
-        if reason == 'killed' and hasattr(self.watch, 'exit_info'):
-            # a child's SIGKILL while the main process lives: systemd's Result=oom-kill makes it oom
-            if hasattr(self.watch, 'refresh'):
-                self.watch.refresh()
-            reason = sglang_log.final_reason(reason, unit_result=self.watch.exit_info()[2])
-        return self.stop(reason)
+        return self.stop(self.unit_reason(state.reason))
 
     def readiness_or_hang(self, now):
         if self.state.ready or not self.p['require_ready_line']:
@@ -473,10 +533,11 @@ class Wait(object):
         return STOP if waited >= p['step'] or moved else None
 
 
-def wait(p, watch, log, probe, state, check_mode=False, clock=time.time, request=None):
+def wait(p, watch, log, probe, state, check_mode=False, clock=time.time, request=None, tree=None):
     """Wait until the server is ready, failed, or (with O(step)) the step is over; the result's ``status``,
-    ``reason``, ``signal``, ``exit_code``, ``elapsed`` and ``seconds``."""
-    return Wait(p, watch, log, probe, state, check_mode=check_mode, clock=clock, request=request).run()
+    ``reason``, ``signal``, ``exit_code``, ``elapsed`` and ``seconds`` (and ``rank_death`` when a rank's death
+    decided it)."""
+    return Wait(p, watch, log, probe, state, check_mode=check_mode, clock=clock, request=request, tree=tree).run()
 
 
 # --------------------------------------------------------------------------- the module
@@ -514,6 +575,13 @@ def make_watch(module, p, unit):
     return NoWatch()
 
 
+def make_tree(p, watch):
+    """The watch on the ranks under the watched process (none without a process to watch)."""
+    if not isinstance(watch, (UnitWatch, PidWatch)):
+        return None
+    return _proctree.RankWatch(every=p['tree_every'], scan_every=p['tree_scan'])
+
+
 def open_log(module, p, unit, watch):
     """The log file of O(log_path), else the journal of the unit's current invocation."""
     if p['log_path']:
@@ -544,6 +612,11 @@ def evidence(p, res, state, watch, probe, request):
     """The evidence lines of the verdict: the log's, after the line that says what the wait itself saw."""
     lines = state.evidence()
     status, sig = res['status'], res.get('signal')
+    death = res.get('rank_death')
+    if death and state.reason not in (None, 'unhealthy') and not state.reason_from_child:
+        return lines + [death['line']]      # the log said why: its lines first
+    if death:
+        return [death['line']] + lines
     if status in ('killed', 'crashed') and not state.reason:
         if sig is not None:
             how = 'signal %s/%s' % (sig, signal_name(sig))
@@ -589,7 +662,7 @@ def result(p, res, state, watch, log, probe, request):
         pid=getattr(watch, 'pid', 0) or 0,
         health_status=probe.last.status if probe.last is not None else None,
         probe=request.result if request is not None else None,
-        child_exit=state.child_exit,
+        child_exit=state.child_exit or res.get('rank_death'),
     )
 
 
@@ -607,7 +680,8 @@ def run(module):
     probe = HealthProbe(url, p['api_key'], p['health_request_timeout'], p['validate_certs'])
     request = make_request(module, p)
     try:
-        res = wait(p, watch, log, probe, state, check_mode=module.check_mode, request=request)
+        res = wait(p, watch, log, probe, state, check_mode=module.check_mode, request=request,
+                   tree=make_tree(p, watch))
     finally:
         if log is not None:
             log.close()

@@ -97,7 +97,10 @@ BUILTIN_SIGNATURES = (
     ('killed_empty_log', {
         'id': 'scheduler_died_at_init',
         'title': 'A scheduler died during the launch',
-        'match': {'reason': ['killed', 'crashed'], 'lines': [r'scheduler died during initialization \(exit code']},
+        # await_server_ready's own line when it saw the rank die in /proc before SGLang said so
+        'match': {'reason': ['killed', 'crashed'], 'milestone': {'not': 'ready'},
+                  'lines': [r'scheduler died during initialization \(exit code',
+                            r'^sglang::schedul\S* \(pid \d+\) exited \((?:signal|exit status \d)']},
         'explanation': (
             'A scheduler process died while the model loaded, without a traceback of its own ("Rank N scheduler '
             'died during initialization (exit code: ...)"), and the main process exited with status 1. Exit code -9 '
@@ -114,7 +117,8 @@ BUILTIN_SIGNATURES = (
         'id': 'scheduler_killed',
         'title': 'A scheduler was killed while serving',
         'match': {'reason': 'killed', 'lines': [r'Subprocess scheduler_\d+ \(pid=\d+\) crashed with exit code -9',
-                                                r'Scheduler or DataParallelController \d+ terminated with -9']},
+                                                r'Scheduler or DataParallelController \d+ terminated with -9',
+                                                r'^sglang::schedul\S* \(pid \d+\) exited \(signal 9/KILL\)']},
         'explanation': (
             'A scheduler process (sglang::scheduler, comm sglang::schedul) was SIGKILLed while the main process '
             'lived; SGLang then tore the server down (SIGQUIT, 5 s, SIGKILL of the tree). The kernel\'s OOM killer '

@@ -21,6 +21,12 @@ description:
     C(Starting dummy health check server at HOST:PORT)), and its dummy health endpoint answers 200.
   - Returns a failure status as soon as the process dies or a fatal line appears, within about one second of the event,
     with the most telling line of the traceback as evidence.
+  - Looks at the watched process's ranks in /proc every 0.1 s, the processes titled C(sglang::scheduler*) and
+    C(sglang::detokenizer*). One that dies while the main process lives ends the wait about 0.2 s later (the log
+    lines of that moment are part of the evidence), as SGLang's own line about it would, which comes up to a second
+    later - C(killed) for SIGKILL or SIGTERM (C(oom) when systemd marks the unit C(Result=oom-kill)), else
+    C(crashed). Other children (compile workers) may come and go; the ranks that a stop of the unit ends are no
+    rank's death.
   - With O(step), returns C(loading) after at most O(step) seconds with the latest start-up milestone, so that a role can
     call it again (passing back O(cursor)) and print progress.
   - For a systemd unit only the lines of the unit's current invocation are read (journal field C(_SYSTEMD_INVOCATION_ID)),
@@ -133,7 +139,9 @@ options:
         nor a process start time is known.
     type: float
   poll_interval:
-    description: Seconds between checks of the process and the log (the journal follow pipe wakes up at once).
+    description:
+      - Seconds between checks of the process and the log (the journal follow pipe wakes up at once).
+      - While a process is watched, at most 0.1 s, the period of the look at its ranks.
     type: float
     default: 0.1
   journal_mode:
@@ -338,6 +346,10 @@ child_exit:
   description:
     - The first child process (scheduler, detokenizer) the log says died - C(name) (C(scheduler_0)), C(pid), C(exit_code)
       (as SGLang logs it, C(-9) for SIGKILL), C(signal), C(signal_name), C(reason), C(line); null when none did.
+    - When the wait saw a rank die in /proc and the log had not said so by the verdict, that rank - C(name) its
+      process title (C(sglang::scheduler_TP1)), C(exit_code) and C(signal) from its wait status (null when its parent
+      had already reaped it), C(line) the evidence line (C(sglang::scheduler_TP1 (pid 4243) exited (signal 9/KILL),
+      main process 4242 still running)).
     - A scheduler that dies while the main process still lives is decided at that line (C(killed) for SIGKILL or
       SIGTERM, C(oom) when systemd marks the unit C(Result=oom-kill), else C(crashed)) unless a traceback or another
       marker said why before; RV(signal) and RV(exit_code) are the main process's and stay null then.

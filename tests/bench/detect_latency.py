@@ -3,8 +3,10 @@
 A child process plays the server: it writes start-up lines to a log file, then, when the
 bench sends it SIGUSR1, it writes a scheduler traceback and SIGKILLs itself (SGLang's own
 crash path); or the bench SIGKILLs it with nothing in the log (OOM killer); or, on SIGUSR2,
-it writes a fatal line and stays alive.  The wait loop (``wait()`` of module_utils/_readiness.py)
-runs in this process, on the log file + the PID, with the module's defaults (poll_interval 0.1 s).
+it writes a fatal line and stays alive; or (rank_killed) the bench SIGKILLs its child, a process
+named like SGLang's scheduler (comm ``sglang::schedul``), which it never reaps, and it logs nothing.
+The wait loop (``wait()`` of module_utils/_readiness.py) runs in this process, on the log file + the
+PID and the PID's ranks, with the module's defaults (poll_interval 0.1 s).
 Latency = return time - event time.
 
   PYTHONPATH=/tmp/ac python3 tests/bench/detect_latency.py --runs 10
@@ -24,7 +26,16 @@ from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log
 from ansible_collections.llmserve.sglang.plugins.module_utils.logsource import FileLog
 
 CHILD = r'''
-import os, signal, sys, time
+import ctypes, os, signal, sys, time
+if len(sys.argv) > 2:
+    rank = os.fork()
+    if rank == 0:
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(b'sglang::schedul'), 0, 0, 0)   # PR_SET_NAME
+        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)      # PR_SET_PDEATHSIG: SIGKILL when the server ends
+        while True:
+            time.sleep(1)
+    with open(sys.argv[2], 'w') as f:
+        f.write(str(rank))
 log = open(sys.argv[1], 'a', buffering=1)
 def crash(*_):
     log.write("[2026-05-01 12:01:00 TP3] Scheduler hit an exception: Traceback (most recent call last):\n"
@@ -52,7 +63,8 @@ while True:
 def one(kind, tmp, start_wait=0.5, pre_event=1.0):
     path = os.path.join(tmp, 'log-%s-%f' % (kind, time.time()))
     open(path, 'w').close()
-    child = subprocess.Popen([sys.executable, '-c', CHILD, path])
+    rank_file = path + '.rank'
+    child = subprocess.Popen([sys.executable, '-c', CHILD, path] + ([rank_file] if kind == 'rank_killed' else []))
     time.sleep(start_wait)
     p = {'poll_interval': 0.1, 'start_time': time.time(), 'timeout': 60, 'hang_timeout': 60, 'unhealthy_timeout': 60,
          'require_ready_line': True, 'step': 0}
@@ -60,7 +72,8 @@ def one(kind, tmp, start_wait=0.5, pre_event=1.0):
     out = {}
 
     def run():
-        out['res'] = _readiness.wait(p, _readiness.PidWatch(child.pid), FileLog(path), None, st)
+        watch = _readiness.PidWatch(child.pid)
+        out['res'] = _readiness.wait(p, watch, FileLog(path), None, st, tree=_readiness.make_tree(p, watch))
         out['t'] = time.time()
     st = sglang_log.LogState()
     th = threading.Thread(target=run)
@@ -71,6 +84,9 @@ def one(kind, tmp, start_wait=0.5, pre_event=1.0):
         os.kill(child.pid, signal.SIGUSR1)
     elif kind == 'killed':
         os.kill(child.pid, signal.SIGKILL)
+    elif kind == 'rank_killed':
+        with open(rank_file) as f:
+            os.kill(int(f.read()), signal.SIGKILL)    # the child's own child, by the PID it wrote
     else:
         os.kill(child.pid, signal.SIGUSR2)
     th.join(10)
@@ -88,7 +104,7 @@ def main():
     ap.add_argument('--json', action='store_true', help='one JSON object per failure class')
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
-    for kind in ('crash', 'killed', 'fatal_alive'):
+    for kind in ('crash', 'killed', 'fatal_alive', 'rank_killed'):
         lats = []
         statuses = set()
         for dummy in range(args.runs):

@@ -155,7 +155,8 @@ class Bench(object):
         dummy, dummy2, text = self.sh([sys.executable, os.path.join(HERE, 'detect_latency.py'), '--runs', str(runs),
                                        '--start-wait', '0.3', '--pre-event', '0.4', '--json'], 'p1-detect-latency', env=env)
         names = {'crash': 'crashed (traceback, then SIGKILL)', 'killed': 'killed (SIGKILL, empty log)',
-                 'fatal_alive': 'hang (watchdog line, process alive)'}
+                 'fatal_alive': 'hang (watchdog line, process alive)',
+                 'rank_killed': "killed (a scheduler's SIGKILL, main process alive, empty log)"}
         for line in text.splitlines():
             if not line.startswith('{'):
                 continue

@@ -6,6 +6,8 @@ __metaclass__ = type
 import io
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -14,8 +16,10 @@ import pytest
 import yaml
 
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
+from ansible_collections.llmserve.sglang.plugins.module_utils import _proctree
 from ansible_collections.llmserve.sglang.plugins.module_utils import _readiness
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log
+from ansible_collections.llmserve.sglang.tests.unit.plugins.module_utils.test__proctree import write_proc
 
 HERE = os.path.dirname(__file__)
 CASES = yaml.safe_load(open(os.path.join(HERE, 'cases', '_readiness.yml'), encoding='utf-8'))
@@ -397,3 +401,127 @@ def test_milestone_steps(case):
     assert res['status'] == 'loading'
     assert case['seconds'][0] <= res['seconds'] < case['seconds'][1]
     assert state.milestone == case['milestone']
+
+
+# --------------------------------------------------------------------------- a rank's death, seen in /proc
+RANK_TREE = {
+    100: {'comm': 'python', 'ppid': 1, 'start': 100},
+    101: {'comm': 'sglang::schedul', 'title': 'sglang::scheduler_TP0', 'ppid': 100},
+    102: {'comm': 'sglang::schedul', 'title': 'sglang::scheduler_TP1', 'ppid': 100},
+    103: {'comm': 'sglang::detoken', 'title': 'sglang::detokenizer', 'ppid': 100},
+    110: {'comm': 'python', 'ppid': 101},
+}
+
+
+class ScriptedTree(_proctree.RankWatch):
+    """The real RankWatch on a fake /proc that changes as the case's ``tree`` says, on the fake clock."""
+
+    def __init__(self, root, t0, script):
+        super(ScriptedTree, self).__init__(root=root, croot=root)
+        self.t0 = t0
+        self.script = [list(change) for change in script]
+        for pid, spec in RANK_TREE.items():
+            write_proc(root, pid, spec)
+
+    def poll(self, now, main_pid, control_group=None):
+        for after, pid, spec in [c for c in self.script if c[0] <= now - self.t0 + 1e-9]:
+            if spec is None:
+                shutil.rmtree(os.path.join(self.root, str(pid)))
+            else:
+                write_proc(self.root, pid, spec)
+        self.script = [c for c in self.script if c[0] > now - self.t0 + 1e-9]
+        return super(ScriptedTree, self).poll(now, main_pid, control_group)
+
+
+class TreePid(object):
+    """The main process, PID 100: alive until main_dies_at (fake seconds after the call), then ended by SIGKILL."""
+    pid = 100
+
+    def __init__(self, clock, case):
+        self.clock, self.t0 = clock, clock()
+        self.dies_at = case.get('main_dies_at')
+        self.mono_start = time.monotonic() - 5
+
+    def started_monotonic(self):
+        return self.mono_start
+
+    def after(self, at):
+        return at is not None and self.clock() - self.t0 >= at - 1e-9
+
+    def dead(self, now):
+        return self.after(self.dies_at)
+
+    def exit_info(self):
+        return (9 if self.after(self.dies_at) else None), None, None
+
+
+class TreeUnit(TreePid):
+    """... of a unit: systemd says it stops from stops_at; its Result is result."""
+    props = {}
+
+    def __init__(self, clock, case):
+        super(TreeUnit, self).__init__(clock, case)
+        self.stops_at = case.get('stops_at')
+        self.result = case.get('result')
+
+    def ended(self):
+        return self.after(self.stops_at) or self.after(self.dies_at)
+
+    def refresh(self):
+        return self.props
+
+    def exit_info(self):
+        return super(TreeUnit, self).exit_info()[:2] + (self.result,)
+
+
+def matches(want, got):
+    if isinstance(want, dict) and list(want) == ['re']:
+        return re.search(want['re'], got) is not None
+    return want == got
+
+
+@pytest.mark.parametrize('case', CASES['rank_deaths'], ids=ids(CASES['rank_deaths']))
+def test_rank_deaths(case, tmp_path):
+    clock = FakeClock()
+    watch = (TreePid if case.get('no_unit') else TreeUnit)(clock, case)
+    tree = ScriptedTree(str(tmp_path), clock(), case.get('tree', []))
+    state = sglang_log.LogState()
+    p = wait_params(require_ready_line=True, **case.get('params', {}))
+    probe = FakeProbe(None)
+    res = _readiness.wait(p, watch, ScriptedLog(clock, case.get('script', [])), probe, state,
+                          check_mode=case.get('check_mode', False), clock=clock, tree=tree)
+    assert res['status'] == case['status'], res
+    assert case['seconds'][0] <= res['seconds'] < case['seconds'][1], res
+    out = _readiness.result(dict(p, cursor=None, tail_lines=40), res, state, watch, None, probe, None)
+    assert len(out['evidence']) == len(case['evidence']), out['evidence']
+    assert all(matches(w, g) for w, g in zip(case['evidence'], out['evidence'])), out['evidence']
+    if case['child_exit'] is None:
+        assert out['child_exit'] is None, out['child_exit']
+    else:
+        assert dict((k, out['child_exit'].get(k)) for k in case['child_exit']) == case['child_exit'], out['child_exit']
+    assert out['signal'] == res['signal']
+    if 'checks' in case:
+        assert case['checks'][0] <= tree.checks <= case['checks'][1], tree.checks
+
+
+class Shows(object):
+    """What UnitWatch uses of a module: systemctl show prints ``out``."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def run_command(self, argv):
+        return 0, self.out, ''
+
+    def fail_json(self, **kw):
+        raise AssertionError(kw)
+
+
+def test_make_tree_only_with_a_process():
+    p = dict(_readiness.TIMING)
+    assert _readiness.make_tree(p, _readiness.NoWatch()) is None
+    tree = _readiness.make_tree(p, _readiness.PidWatch(os.getpid()))
+    assert (tree.every, tree.scan_every) == (p['tree_every'], p['tree_scan'])
+    # a unit whose main process is not there yet: its ranks are watched once it is
+    starting = _readiness.UnitWatch(Shows('ActiveState=activating\nMainPID=0\n'), 'u.service', 'systemctl')
+    assert starting.pid == 0 and _readiness.make_tree(p, starting) is not None
