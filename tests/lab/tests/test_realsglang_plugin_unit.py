@@ -90,8 +90,8 @@ def test_sglang_checks_the_given_arguments_on_the_fake_arch(tmp_path):
     SGLang's own message, the same combination on the arch that has the kernels passes, and so does the known-good."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable,
-                                                                          os.path.join(FAKES, "nvidia_smi.py")))
+    smi = os.path.join(FAKES, "nvidia_smi.py")
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, smi))
     (bin_dir / "nvidia-smi").chmod(0o755)
     (tmp_path / "etc/fakegpu").mkdir(parents=True)
     sys.path.insert(0, FAKES)
