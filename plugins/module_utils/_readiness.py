@@ -609,7 +609,8 @@ def make_request(module, p):
 
 
 def evidence(p, res, state, watch, probe, request):
-    """The evidence lines of the verdict: the log's, after the line that says what the wait itself saw."""
+    """The evidence lines of the verdict: the log's, after the line that says what the wait itself saw (a process
+    that exited after a traceback of its own: its exception line first, then how it ended)."""
     lines = state.evidence()
     status, sig = res['status'], res.get('signal')
     death = res.get('rank_death')
@@ -625,7 +626,13 @@ def evidence(p, res, state, watch, probe, request):
         else:
             how = 'exit status unknown'
         empty = '' if state.lines else '; the log is empty'
-        return ['process %s ended (%s)%s' % (watch.pid or '?', how, empty)] + lines
+        ended = ['process %s ended (%s)%s' % (watch.pid or '?', how, empty)]
+        if sig is None and state.last_exception and not state.in_traceback:
+            # it exited after a traceback of its own (an argument combination SGLang rejects at start-up, ...):
+            # the exception line says why, the exit follows
+            last = state.last_exception.strip()
+            return [last] + ended + [line for line in lines if line != last]
+        return ended + lines
     if status == 'hang':
         return ['no new log line for %ss, and no CPU or disk activity (last: %s)'
                 % (p['hang_timeout'], state.tail_lines[-1] if state.lines else 'none')]

@@ -20,6 +20,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 FACTS = 'shared/reference/sglang/FACTS.md (section "Which backends run where")'
+# SGLang's own argument checks at start-up (ServerArgs.resolve_once), file:line of the sglang 0.5.23 wheel
+SGLANG_CHECKS = 'sglang 0.5.23 srt/arg_groups/%s'
 
 # Each rule: flag (canonical long flag), value, and one of
 #   only:     the arch families it runs on (anything else -> unsupported)
@@ -68,6 +70,23 @@ RULES = (
         'flag': '--attention-backend', 'value': 'fa3', 'not_on': ('sm100', 'sm120'),
         'reason': 'fa3 (FlashAttention 3) is the Hopper kernel (SGLang default on SM90); it does not run on Blackwell',
         'sources': [FACTS, 'SGLang docs, attention backends: FA3 is the default for Hopper'],
+    },
+    {
+        'flag': '--moe-runner-backend', 'value': 'megamoe', 'only': ('sm90', 'sm100'),
+        'reason': 'SGLang refuses it at start-up on other GPUs: megamoe is an alias of --moe-a2a-backend megamoe, whose '
+                  'DeepGEMM kernels are built for SM90 (block-FP8 experts) and SM100 (MXFP4 / NVFP4 experts)',
+        'sources': [SGLANG_CHECKS % 'mega_moe_hook.py:43 (check_mega_moe_compat; the alias: mega_moe_hook.py:271)'],
+    },
+    {
+        'flag': '--attention-backend', 'value': 'cutedsl_mla', 'only': ('sm100',),
+        'reason': 'SGLang refuses it at start-up on other GPUs ("CuteDSL MLA backend is only supported on Blackwell '
+                  'GPUs (SM100)")',
+        'sources': [SGLANG_CHECKS % 'overrides.py:1245 (_cutedsl_prefill_backend_fill)'],
+    },
+    {
+        'flag': '--attention-backend', 'value': 'tokenspeed_mla', 'only': ('sm100',),
+        'reason': 'the deprecated alias of cutedsl_mla, which SGLang refuses at start-up on GPUs other than SM100',
+        'sources': [SGLANG_CHECKS % 'serving_hook.py:304 (the alias), overrides.py:1245'],
     },
     {
         'flag': '--moe-runner-backend', 'value': 'auto', 'warn_on': ('sm120',),

@@ -264,7 +264,11 @@ reason:
   type: str
   sample: crashed
 evidence:
-  description: The lines that say why, most telling first (the traceback's telling line, the final exception, the fatal marker).
+  description:
+    - The lines that say why, most telling first (the traceback's telling line, the final exception, the fatal marker).
+    - A process that ended without a fatal marker first gets a line that says how (C(process PID ended (exit status N))),
+      unless it exited after a traceback of its own (for example an argument combination SGLang refuses at start-up);
+      then that exception line comes first.
   returned: always
   type: list
   elements: str

@@ -6,7 +6,14 @@ inert unless the host is a lab host that runs the real server (``/etc/llmserve-l
 
 What it does, and nothing else:
 
-* **main process**: after the real parser has accepted the real argv, and before SGLang resolves it,
+* **main process, first**: SGLang's own argument resolution and checks (``ServerArgs.resolve_once``, then
+  ``check_server_args``, as the launch path runs them) on the arguments as given, in a fork of the process
+  whose platform probes (``sglang.srt.utils.common``: ``is_sm100_supported``, ``get_device_capability``, ...,
+  which ``get_platform()`` reads too) answer for the arch of the host's fake GPUs (``/etc/fakegpu/config.json``,
+  as the behaviour table reads it). A combination that 0.5.23 rejects on that GPU ends the server here, with
+  SGLang's own traceback and exit status 1; one it rewrites logs SGLang's own warning. The fork's probes and
+  imports die with it.
+* **main process, then**: after the real parser has accepted the real argv, and before SGLang resolves it,
   the GPU-only choices are mapped to what runs on a CPU (``--device cpu``, the torch attention backend, no
   quantization, no CUDA graphs, automatic MoE / FP4 GEMM runners, a small KV cache, ``--sleep-on-idle``).
   The argv, ``/proc/PID/cmdline`` and the unit stay what the collection rendered; the values given are kept
@@ -20,13 +27,16 @@ What it does, and nothing else:
   watchdog then fires), a broken kernel's output (NaN activations of the MLP / MoE layers: the real
   sampler then picks token 0, as on a GPU), and an OOM at KV-cache allocation with SGLang's own message.
 """
+import copy
 import importlib.util
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
+import traceback
 
 MARKER = "/etc/llmserve-lab/real-sglang.json"
 LOG = logging.getLogger("llmlab_gpu")
@@ -121,7 +131,84 @@ def _map_to_cpu(server_args):
     LOG.info("llmlab_gpu: GPU-only choices run on the CPU: %s", ", ".join(changed) or "none")
 
 
-def _patch_server_args():
+def capability(arch):
+    """``sm120`` / ``sm100`` / ``sm90`` / ``sm89`` -> (12, 0) / (10, 0) / (9, 0) / (8, 9); None for anything else."""
+    found = re.match(r"^sm_?(\d+)(\d)$", str(arch or "").strip().lower())
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def arch_probes(arch):
+    """What SGLang's platform probes (``sglang.srt.utils.common``) answer on a CUDA 13 host with a GPU of this arch:
+    probe name -> answer; None when the arch is unknown."""
+    cap = capability(arch)
+    if cap is None:
+        return None
+    major = cap[0]
+    return {
+        "is_cuda": True, "is_cuda_alike": True, "is_cpu": False, "cpu_has_amx_support": False,
+        "is_flashinfer_available": True, "get_device_capability": cap, "get_device_sm": major * 10 + cap[1],
+        "is_sm80_supported": major == 8, "is_ampere_with_cuda_12_3": major == 8,
+        "is_sm90_supported": major == 9, "is_hopper_with_cuda_12_3": major == 9,
+        "is_sm100_supported": major == 10, "is_sm110_supported": major == 11,
+        "is_sm100_or_sm110_supported": major in (10, 11), "is_sm120_supported": major == 12,
+        "is_blackwell_supported": major in (10, 11, 12), "is_blackwell": major in (10, 11, 12),
+        "is_sm120": cap == (12, 0), "is_sm121": cap == (12, 1),
+    }
+
+
+def _play_arch(probes):
+    """Every SGLang module's name for a probe answers for the arch, and so does torch's device capability."""
+    import torch  # pylint: disable=import-outside-toplevel
+    from sglang.srt.utils import common  # pylint: disable=import-outside-toplevel
+    for name, answer in probes.items():
+        probe = getattr(common, name, None)
+        if probe is None:
+            continue
+        for mod in list(sys.modules.values()):
+            if getattr(mod, "__name__", "").startswith("sglang") and vars(mod).get(name) is probe:
+                setattr(mod, name, lambda *_a, _answer=answer, **_kw: _answer)
+    setattr(torch.cuda, "get_device_capability", lambda *_a, _cap=probes["get_device_capability"], **_kw: _cap)
+
+
+def _check_as_given(server_args, resolve, arch):
+    """SGLang's own resolution and checks of the arguments as given, on a GPU of ``arch``, in a fork; what they
+    reject ends this process with status 1 after SGLang's traceback, as it ends a server on that GPU."""
+    probes = arch_probes(arch)
+    if probes is None:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _play_arch(probes)
+            given = copy.copy(server_args)
+            if given.device is None:
+                given.device = "cuda"       # what SGLang picks on a GPU host
+            resolve(given)
+            given.check_server_args()
+            code = 0
+        except BaseException:  # pylint: disable=broad-except
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)  # pylint: disable=protected-access
+    _pid, status = os.waitpid(pid, 0)
+    if status:
+        if os.WIFSIGNALED(status):
+            LOG.error("llmlab_gpu: the check of the given arguments ended by signal %d", os.WTERMSIG(status))
+        raise SystemExit(1)
+    LOG.info("llmlab_gpu: SGLang's argument checks passed for %s", arch)
+
+
+def _host_arch(cfg):
+    bh = _behaviour_module(cfg)
+    return bh.detect_arch(bh.gpu_config())
+
+
+def _patch_server_args(cfg):
     from sglang.srt import server_args as sa  # pylint: disable=import-outside-toplevel
     cls = sa.ServerArgs
     if getattr(cls.resolve_once, "_llmlab", False):
@@ -130,6 +217,7 @@ def _patch_server_args():
 
     def resolve_once(self):
         if not getattr(self, "_resolution_finished", False) and "LLMLAB_GIVEN_ARGS" not in os.environ:
+            _check_as_given(self, original, _host_arch(cfg))
             _map_to_cpu(self)
         return original(self)
 
@@ -292,4 +380,4 @@ def register():
     if loc is not None:
         _scheduler_start(cfg, loc)
     else:
-        _patch_server_args()
+        _patch_server_args(cfg)
