@@ -160,7 +160,7 @@ def _wanted(take_over, expect, holder, stale):
     return stale or bool(take_over and (not expect or same_owner(holder, expect)))
 
 
-def _read_settled(lock_dir, dir_fd=None, wait=1.0, step=0.01):
+def _read_settled(lock_dir, dir_fd=None, wait=3.0, step=0.01):
     """The lock's owner; a lock just made gets ``wait`` seconds to get its owner file."""
     deadline = time.time() + wait
     holder = read_owner(lock_dir, dir_fd=dir_fd)
@@ -222,7 +222,7 @@ def _take_over(result, fd, lock_dir, holder, owner, now, module):
     """Replace the lock open as ``fd`` (judged stale or gone): claim it, rename it aside, mkdir a new one.
 
     The loser of a race is left with ``taken`` False and, as ``holder``, the run that won (when it shows within a
-    couple of seconds).
+    few seconds).
     """
     if BEFORE_CLAIM is not None:
         BEFORE_CLAIM()
@@ -262,7 +262,7 @@ def _remove(path, tries=100, step=0.01):
         time.sleep(step)
 
 
-def _winner(lock_dir, ours, holder, wait=2.0, step=0.02):
+def _winner(lock_dir, ours, holder, wait=3.0, step=0.02):
     """The owner of the lock that replaced the directory ``ours`` (its stat), waited for up to ``wait`` seconds."""
     deadline = time.time() + wait
     while True:

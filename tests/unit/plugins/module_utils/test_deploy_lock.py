@@ -141,7 +141,7 @@ def _racer(lock_dir, me, start, wins, decided, stale_after, take_over):
 def test_two_takeovers_race_exactly_one_wins(tmp_path, stale_after, take_over):
     """200 races of two runs that both find the same stale (or gone) lock: one owner each time, the loser told who."""
     ctx = multiprocessing.get_context('fork')
-    both_decided = 0
+    both_decided = untold = 0
     for race in range(200):
         lock_dir = str(tmp_path / ('r%d' % race) / 'deploy.lock')
         deploy_lock.acquire(lock_dir, OTHER, NOW - 30)
@@ -157,12 +157,16 @@ def test_two_takeovers_race_exactly_one_wins(tmp_path, stale_after, take_over):
         winners = [pid for pid, taken, dummy in results if taken]
         assert len(winners) == 1, 'race %d: %r' % (race, results)
         loser = [holder for pid, taken, holder in results if not taken][0]
-        assert loser == winners[0], 'race %d: the loser was not told the winner: %r' % (race, results)
+        # the loser names the winner, or (a winner that has not written its owner file within 3 s, on a busy
+        # machine) says a run is taking the lock right now
+        assert loser in (winners[0], None), 'race %d: the loser was told another run: %r' % (race, results)
+        untold += loser is None
         owner = owner_of(lock_dir)
         assert owner['pid'] == winners[0] and owner['took_over'] == OTHER
         assert os.listdir(os.path.dirname(lock_dir)) == ['deploy.lock'], 'the stale lock was not cleaned away'
     # both runs had judged the lock stale before either claimed it, in most races: the race was real
     assert both_decided >= 150
+    assert untold <= 10, '%d losers of 200 were not told the winner' % untold
 
 
 def test_late_racer_sees_the_new_lock(lock):
