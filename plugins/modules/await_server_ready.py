@@ -17,8 +17,8 @@ description:
     (the unit's main process, or a given PID) and C(GET /health_generate).
   - Returns C(ready) as soon as the ready line C(The server is fired up and ready to roll!) was logged and the health
     endpoint answered 200. A multi-node rank other than 0 never logs that line; its ready line is
-    C(Dummy health check server started in background thread at HOST:PORT) (older releases
-    C(Starting dummy health check server at HOST:PORT)), and its dummy health endpoint answers 200.
+    C(Dummy health check server started in background thread at HOST:PORT) (SGLang 0.5.23; the line of older
+    releases is known too), and its dummy health endpoint answers 200.
   - Returns a failure status as soon as the process dies or a fatal line appears, within about one second of the event,
     with the most telling line of the traceback as evidence.
   - Looks at the watched process's ranks in /proc every 0.1 s, the processes titled C(sglang::scheduler*) and

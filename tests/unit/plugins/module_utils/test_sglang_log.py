@@ -185,3 +185,35 @@ def test_member_rank_is_ready_when_its_dummy_health_server_starts(line):
     head = sglang_log.LogState()           # rank 0 (and a single host) still needs the real ready line
     head.feed('[2026-11-29 20:41:07] Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)')
     assert not head.ready
+
+
+# The lines SGLang 0.5.23 itself writes for the milestones whose older-release text is also matched: where the wheel
+# builds the line (site-packages relative path, line, the literal it starts with), and a line as it prints it.
+SITE = os.environ.get('LLMSERVE_LAB_SITE') or '/var/lib/llmserve-lab/sglang-0.5.23/lib/python3.11/site-packages'
+WHEEL_LINES = [
+    ('sglang/srt/distributed/bootstrap.py', 115, 'Init parallel begin.', 'init_parallel',
+     '[2026-12-03 12:00:00 TP0] Init parallel begin.'),
+    ('sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py', 685, 'Capture {capture_name} CUDA graph begin.',
+     'cuda_graph_begin', '[2026-12-03 12:00:30 TP0] Capture target decode CUDA graph begin. backend=flashinfer, bs=[1, 2]'),
+    ('sglang/srt/speculative/eagle_worker_v2.py', 515, 'Capture draft decode CUDA graph begin.', 'cuda_graph_begin',
+     '[2026-12-03 12:00:40 TP0] Capture draft decode CUDA graph begin. backend=flashinfer, bs=[1, 2]'),
+    ('sglang/srt/utils/common.py', 3684, 'Dummy health check server started in background thread at', 'ready',
+     '[2026-12-03 12:01:00] Dummy health check server started in background thread at 0.0.0.0:30000'),
+]
+
+
+WHEEL_IDS = [w[3] + ':' + w[0].split('/')[-1] for w in WHEEL_LINES]
+
+
+@pytest.mark.parametrize('path, lineno, literal, milestone, printed', WHEEL_LINES, ids=WHEEL_IDS)
+def test_the_real_0_5_23_line_is_the_milestone(path, lineno, literal, milestone, printed):
+    """The milestone is read from the line SGLang 0.5.23 prints (its source checked in the installed wheel when the
+    lab's real SGLang is on this machine), not only from the older release's."""
+    assert literal.split('{')[0] in printed
+    assert sglang_log.milestone_of(sglang_log.strip_prefix(printed))[0] == milestone
+    source = os.path.join(SITE, path)
+    if not os.path.isfile(source):
+        pytest.skip('the real SGLang 0.5.23 is not installed here (make setup-real-sglang)')
+    with io.open(source, encoding='utf-8') as handle:
+        code = handle.read().splitlines()[lineno - 1]
+    assert literal in code, '%s:%d is now %r' % (path, lineno, code)

@@ -60,8 +60,8 @@ def test_progress_lines_while_a_call_is_in_flight():
 
 
 def test_progress_line_counts_from_the_last_result():
-    assert await_loop.progress_line('a', {'milestone': 'Capture cuda graph begin', 'elapsed': 40.0}, 2.5) == \
-        'a: Capture cuda graph begin, 42.5 s'
+    assert await_loop.progress_line('a', {'milestone': 'Capture target decode CUDA graph begin', 'elapsed': 40.0}, 2.5) == \
+        'a: Capture target decode CUDA graph begin, 42.5 s'
     assert await_loop.progress_line('a', {'status': 'loading'}, 0) == 'a: starting, 0.0 s'
 
 
