@@ -202,7 +202,7 @@ WHEEL_LINES = [
 ]
 
 
-WHEEL_IDS = [w[3] + ':' + w[0].split('/')[-1] for w in WHEEL_LINES]
+WHEEL_IDS = [w[3] + ':' + w[0].rsplit('/', maxsplit=1)[-1] for w in WHEEL_LINES]
 
 
 @pytest.mark.parametrize('path, lineno, literal, milestone, printed', WHEEL_LINES, ids=WHEEL_IDS)
