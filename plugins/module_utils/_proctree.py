@@ -150,6 +150,8 @@ class RankWatch(object):
     returns :func:`death`'s dict for the first rank that is gone, a zombie with a non-zero status, or a new process
     under its PID, while the main process lives; else None. A rank that exited 0 is no death (SGLang's own watchdog
     lets it be). Ranks are noted per main process (PID and start time): those of an earlier launch never count.
+    A process with a rank's title whose parent has the same title (a rank's subprocess before it runs its program)
+    is no rank, and a noted one that runs another program is forgotten: a helper, not a rank.
     """
 
     def __init__(self, root=None, croot=None, every=0.1, scan_every=0.5, full_scan_every=2.0):
@@ -188,6 +190,9 @@ class RankWatch(object):
             st = stat_of(pid, self.root)
             if st is None or st['starttime'] != start:
                 return death(title, pid, None, self.main[0])
+            if not st['comm'].startswith(TITLE_PREFIX):
+                del self.ranks[pid]     # it ran another program: a helper forked with a rank's title, no rank
+                continue
             if st['state'] in ('Z', 'X'):
                 if st['exit_status'] == 0:
                     del self.ranks[pid]
@@ -212,6 +217,9 @@ class RankWatch(object):
             st = stats[pid]
             if pid in self.ranks or not st['comm'].startswith(TITLE_PREFIX) or not descends(pid, stats, main_pid):
                 continue
+            parent = stats.get(st['ppid'])
+            if parent is not None and parent['comm'] == st['comm']:
+                continue        # a rank's own child (a subprocess before its exec) carries the rank's title
             title = title_of(pid, st['comm'], self.root)
             if not is_rank(title):
                 continue
