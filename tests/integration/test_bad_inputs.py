@@ -5,6 +5,7 @@
 
 from __future__ import absolute_import, division, print_function
 
+import concurrent.futures
 import json
 import os
 import shlex
@@ -85,12 +86,46 @@ CASES = [
 ]
 
 
+# The cases run side by side (none may change a host, so none may get as far as the deploy lock); the hosts are
+# snapshotted before and after them all. Where a host changed, each case runs again alone, to name the one that did.
+PARALLEL = int(os.environ.get("LLMSERVE_IT_BAD_INPUT_PARALLEL", "4"))
+
+
+def bad_jobs():
+    """Every bad-input deploy of this file: case name -> deploy()'s keyword arguments."""
+    jobs = dict((c[0], {"extra_vars": c[1], "limit": c[3]}) for c in CASES)
+    for name, gpu01_vars, ct129_vars, limit, _wants in GROUP_CASES:
+        jobs[name] = {"extra_vars": {}, "inventory": group_inventory(gpu01_vars, ct129_vars), "limit": limit}
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def bad_runs(lab):  # pylint: disable=unused-argument,redefined-outer-name
+    hosts = ("gpu01", "ct129")
+    before = dict((h, snapshot(h)) for h in hosts)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL) as pool:
+        runs = dict((name, pool.submit(deploy, **kwargs)) for name, kwargs in bad_jobs().items())
+        runs = dict((name, future.result()) for name, future in runs.items())
+    after = dict((h, snapshot(h)) for h in hosts)
+    return {"runs": runs, "before": before, "after": after}
+
+
+def bad_run(bad_runs, name, hosts, **kwargs):  # pylint: disable=redefined-outer-name
+    """A case's (rc, output, before, after): from the batch, or run again alone where a host changed in the batch."""
+    rc, out, _reports = bad_runs["runs"][name]
+    before = tuple(bad_runs["before"][h] for h in hosts)
+    after = tuple(bad_runs["after"][h] for h in hosts)
+    if before != after:
+        before = tuple(snapshot(h) for h in hosts)
+        rc, out, _reports = deploy(**kwargs)
+        after = tuple(snapshot(h) for h in hosts)
+    return rc, out, before, after
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_input(lab, results, case):  # pylint: disable=unused-argument,redefined-outer-name
+def test_bad_input(bad_runs, results, case):  # pylint: disable=redefined-outer-name
     name, extra, expect, host = case
-    before = snapshot(host)
-    rc, out, _reports = deploy(extra, limit=host)
-    after = snapshot(host)
+    rc, out, before, after = bad_run(bad_runs, name, (host,), extra_vars=extra, limit=host)
     missing = [e for e in expect if e not in out]
     first = [line.strip() for line in out.splitlines() if "msg:" in line or "fatal:" in line or "ERROR" in line][:3]
     results.add("bad input", name, "rc=%s; %s" % (rc, " ".join(first)[:160]), rc != 0 and not missing and before == after)
@@ -236,12 +271,11 @@ GROUP_CASES = [
 
 
 @pytest.mark.parametrize("case", GROUP_CASES, ids=[c[0] for c in GROUP_CASES])
-def test_bad_serving_group(lab, results, case):  # pylint: disable=unused-argument,redefined-outer-name
+def test_bad_serving_group(bad_runs, results, case):  # pylint: disable=redefined-outer-name
     """A multi-node group is checked as a whole in preflight: nothing changes on any member."""
     name, gpu01_vars, ct129_vars, limit, wants = case
-    before = (snapshot("gpu01"), snapshot("ct129"))
-    rc, out, _reports = deploy({}, inventory=group_inventory(gpu01_vars, ct129_vars), limit=limit)
-    after = (snapshot("gpu01"), snapshot("ct129"))
+    rc, out, before, after = bad_run(bad_runs, name, ("gpu01", "ct129"), extra_vars={},
+                                     inventory=group_inventory(gpu01_vars, ct129_vars), limit=limit)
     missing = [w for w in wants if w not in out]
     line = next((ln.strip() for ln in out.splitlines() if wants[0] in ln), "")
     ok = rc != 0 and not missing and before == after
