@@ -698,6 +698,100 @@ def run(module):
     module.exit_json(**out)
 
 
+# --------------------------------------------------------------------------- work watched as the wait's request
+# what a watched work's wait ends with when the work itself decides: the server answered it (ready), it lost the
+# server but nothing in the log or the process says why yet (unhealthy), or it ran past its bound (timeout)
+WORK_UNDECIDED = ('ready', 'unhealthy', 'timeout', 'loading')
+
+
+class Healthy(object):
+    """The health check of a server already judged ready: while a watched work runs, its process, its ranks and its
+    log decide, and no request of the watch's own is sent (it would add load to the work's requests)."""
+    ok = True
+    last = None
+
+    def kick(self, now):
+        return None
+
+
+class WorkRequest(object):
+    """``work()`` run in a thread as the wait's request, so that the wait watches the server meanwhile.
+
+    ``lost(value)``: whether the work's return value may mean it lost the server (then the wait gives a death or a
+    fatal line ``probe_grace`` seconds to show). An exception in the work is kept in ``error``."""
+
+    path = '(watched work)'
+
+    def __init__(self, work, lost):
+        self.work = work
+        self.lost = lost
+        self.value = None
+        self.error = None
+        self.result = None
+        self.thread = None
+
+    @property
+    def done(self):
+        return self.result is not None
+
+    def kick(self):
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name='work')
+            self.thread.daemon = True
+            self.thread.start()
+
+    def _run(self):
+        try:
+            self.value = self.work()
+            lost = bool(self.lost(self.value))
+        except Exception as e:  # pylint: disable=broad-except  # handed back to the caller's thread
+            self.error, lost = e, True
+        self.result = {'ok': not lost, 'detail': 'the server may be lost' if lost else 'answered'}
+
+
+def watch_options(options):
+    """await_server_ready's options, its defaults under ``options`` (``service_name``, ``cursor``, the endpoint's),
+    for a server that already runs (no ready line required)."""
+    p = dict((k, spec.get('default')) for k, spec in argument_spec().items())
+    p.update(options)
+    p.update(TIMING)
+    p['require_ready_line'] = False
+    return p
+
+
+def watch_work(module, options, work, lost):
+    """Run ``work()`` while watching the server as await_server_ready does: its unit's process, its ranks and its log.
+
+    ``options``: await_server_ready's options (``service_name`` at least; ``timeout`` bounds the watch). Returns
+    ``(value, verdict)``: the work's return value (None when the server failed before the work returned) and, when
+    the server died or logged a fatal line during the work (or within ``probe_grace`` after a work that may have lost
+    it), await_server_ready's result for that (``status`` crashed, killed, oom, nan...; with ``unit``), else None.
+    A request still in flight when the server is seen failing is not waited for."""
+    p = watch_options(options)
+    extra_fatal, extra_telling = check_params(module, p)
+    unit = unit_name(p['service_name'])
+    watch = make_watch(module, p, unit)
+    log = open_log(module, p, unit, watch)
+    state = sglang_log.LogState(tail_size=p['tail_lines'], extra_fatal=extra_fatal, extra_telling=extra_telling)
+    probe = Healthy()
+    request = WorkRequest(work, lost)
+    try:
+        res = wait(p, watch, log, probe, state, request=request, tree=make_tree(p, watch))
+    finally:
+        if log is not None:
+            log.close()
+    if res['status'] in WORK_UNDECIDED:
+        if request.thread is not None:
+            request.thread.join()
+        if request.error is not None:
+            raise request.error
+        return request.value, None
+    verdict = result(p, res, state, watch, log, probe, request)
+    if unit:
+        verdict['unit'] = watch.summary()
+    return (request.value if request.done else None), verdict
+
+
 REQUIRED_ONE_OF = [('service_name', 'log_path')]
 
 

@@ -147,8 +147,8 @@ def _screen_launch_error(results, seconds, context):
 
 
 def _trial(results, seconds, context):
-    judged = trial.after_smoke(results.get('await'), results.get('postmortem'))
     smoke = results.get('smoke')
+    judged = trial.after_smoke(results.get('await'), results.get('postmortem'), smoke)
     return trial.outcome(judged, _ran(smoke), seconds or 0.0), None, [judged, smoke]
 
 

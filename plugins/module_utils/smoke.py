@@ -19,6 +19,11 @@ import math
 import re
 
 REASONS = ('nan', 'garbage', 'replacement_chars', 'empty', 'http_error', 'timeout', 'wrong_answer')
+# the checks' reasons that may mean the server was lost (no answer, an HTTP error, an empty or NaN answer): then the
+# server's own log and process say how it ended
+LOST_REASONS = ('http_error', 'timeout', 'empty', 'nan')
+# with a watch (smoke_generate's O(watch)): the server died or logged a fatal error before it answered
+SERVER_LOST = 'server_lost'
 # When several checks fail, the overall reason is the most telling one (first in this order).
 REASON_PRIORITY = REASONS
 
@@ -269,6 +274,25 @@ def check_response(p, status, body, seconds=None, error=None, judge=True):
         return res
     res['ok'] = True
     return res
+
+
+def may_have_lost(checks):
+    """Whether these checks' failure may mean the server was lost (see LOST_REASONS)."""
+    ok, reason = overall(checks or [])
+    return not ok and reason in LOST_REASONS
+
+
+def result(checks, server=None):
+    """smoke_generate's result for its checks (without the benchmark and the time): ``ok``, ``reason``, ``evidence``,
+    ``checks``; with ``server`` (a watch saw the server fail: await_server_ready's result) ``reason`` is
+    SERVER_LOST, the evidence is the server's, then the failed checks', and ``server`` is kept."""
+    ok, reason = overall(checks)
+    evidence = ['%s: %s: %s' % (c['name'], c['reason'], c['detail']) for c in checks if not c['ok']]
+    out = dict(changed=False, ok=ok, reason=reason, evidence=evidence, checks=checks)
+    if server:
+        out.update(ok=False, reason=SERVER_LOST, server=server,
+                   evidence=list(server.get('evidence') or [])[:5] + evidence)
+    return out
 
 
 def overall(checks):

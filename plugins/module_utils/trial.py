@@ -10,6 +10,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.llmserve.sglang.plugins.module_utils import smoke
+
 # await_server_ready statuses that are failures, mapped to the report contract's reasons
 AWAIT_REASONS = {
     'crashed': 'crashed', 'killed': 'killed', 'oom': 'oom', 'hang': 'hang', 'timeout': 'timeout',
@@ -291,22 +293,29 @@ def fallback_used(results, selected, final_state):
     return any(r.get('outcome') == 'failed' and not r.get('known_good') for r in before)
 
 
-LOST_REASONS = ('http_error', 'timeout', 'empty', 'nan')
+LOST_REASONS = smoke.LOST_REASONS
 
 
 def lost_server(smoke_result):
     """Whether the smoke test or the benchmark may have lost the server (no answer, an HTTP error, failed requests
-    under load): then the server's own log and process say how it ended, not the HTTP error."""
+    under load): then the server's own log and process say how it ended, not the HTTP error. Not when the smoke
+    test's own watch already said how (its ``server``)."""
     if not isinstance(smoke_result, dict) or smoke_result.get('skipped') or not smoke_result:
+        return False
+    if smoke_result.get('server'):
         return False
     if smoke_result.get('ok'):
         return bool(benchmark_failures(smoke_result.get('benchmark')))
     return smoke_result.get('reason') in LOST_REASONS
 
 
-def after_smoke(await_result, postmortem):
+def after_smoke(await_result, postmortem, smoke_result=None):
     """The await result to judge the trial by: the post-mortem's when it found the server failed (crashed, killed,
-    nan, oom, unhealthy...), else the await's (the server still answers: the smoke test's own reason stands)."""
+    nan, oom, unhealthy...), else the await's (the server still answers: the smoke test's own reason stands). With
+    no post-mortem, the smoke test's own watch's verdict (its ``server``) is the post-mortem."""
+    ran = isinstance(postmortem, dict) and not postmortem.get('skipped') and postmortem.get('status')
+    if not ran and isinstance(smoke_result, dict) and isinstance(smoke_result.get('server'), dict):
+        postmortem = smoke_result['server']
     if isinstance(postmortem, dict) and not postmortem.get('skipped') and postmortem.get('status') \
             and postmortem.get('status') not in ('ready', 'loading'):
         out = dict(postmortem)

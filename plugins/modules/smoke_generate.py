@@ -42,6 +42,23 @@ options:
         for a server started with dummy weights (the screen), whose text is random.
     type: bool
     default: true
+  watch:
+    description:
+      - Watch the server's systemd unit while the smoke requests run, as M(llmserve.sglang.await_server_ready)
+        does (its main process, its ranks, its journal): when the server dies or logs a fatal error before its
+        answers come, the checks stop there, RV(reason) is V(server_lost) and RV(server) says how it ended. A
+        request still in flight is not waited for (SGLang 0.5.23 can keep a connection open for a minute after
+        its scheduler failed).
+      - Not used in check mode. The load test of O(benchmark) is not watched.
+    type: dict
+    suboptions:
+      service_name:
+        description: The unit (C(.service) is added unless it has a suffix).
+        type: str
+        required: true
+      cursor:
+        description: Where the journal was read up to (RV(llmserve.sglang.await_server_ready#module:cursor)).
+        type: str
   prompts:
     description:
       - The prompts and their expected answers, replacing the built-in ones.
@@ -207,7 +224,7 @@ ok:
 reason:
   description:
     - The most telling failure, one of C(nan), C(garbage), C(replacement_chars), C(empty), C(http_error), C(timeout),
-      C(wrong_answer); null when ok.
+      C(wrong_answer), or C(server_lost) (with O(watch): the server failed before it answered); null when ok.
   returned: always
   type: str
   sample: garbage
@@ -246,6 +263,14 @@ checks:
     seconds:
       description: Time the request took.
       type: float
+server:
+  description:
+    - With O(watch), when the server died or logged a fatal error during the checks (or just after a check that got
+      no answer): M(llmserve.sglang.await_server_ready)'s result for it (C(status), C(reason), C(evidence),
+      C(log_tail), C(signal), C(exit_code), C(child_exit), C(unit), ...).
+  returned: when the watch saw the server fail
+  type: dict
+  sample: {"status": "crashed", "reason": "crashed", "evidence": ["RuntimeError: CUDA error: an illegal memory access was encountered"]}
 seconds:
   description: Time the checks (and the benchmark) took.
   returned: always
@@ -291,6 +316,7 @@ benchmark:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmserve.sglang.plugins.module_utils import _readiness
 from ansible_collections.llmserve.sglang.plugins.module_utils import _specs
 from ansible_collections.llmserve.sglang.plugins.module_utils import _vocab
 from ansible_collections.llmserve.sglang.plugins.module_utils import redact
@@ -300,8 +326,8 @@ from ansible_collections.llmserve.sglang.plugins.module_utils import loadgen
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_sampler
 
 
-def run_checks(base, prompts, api_key, model, timeout, validate_certs, post=sghttp.post_json, judge=True):
-    checks = []
+def run_checks(base, prompts, api_key, model, timeout, validate_certs, post=sghttp.post_json, judge=True, into=None):
+    checks = [] if into is None else into
     for p in prompts:
         path, body = smoke.build_request(p, model=model)
         r = post(base + path, body, api_key=api_key, timeout=timeout, validate_certs=validate_certs)
@@ -344,6 +370,7 @@ def argument_spec():
         judge=dict(type='bool', default=True),
         prompts=dict(type='list', elements='dict', options=prompt_spec),
         benchmark=dict(type='dict', options=bench_spec),
+        watch=dict(type='dict', options=dict(service_name=dict(type='str', required=True), cursor=dict(type='str'))),
     )
 
 
@@ -409,6 +436,27 @@ def run_benchmark(module, p, bench, base):
     return out
 
 
+def check_benchmark(module, bench):
+    """Fail on benchmark settings out of range."""
+    levels = bench['concurrency'] or []
+    if not levels or any(c < 1 for c in levels):
+        module.fail_json(msg='benchmark.concurrency must be a non-empty list of integers >= 1, got %s' % levels)
+    for key in ('input_len', 'output_len'):
+        if bench[key] < 1:
+            module.fail_json(msg='benchmark.%s must be >= 1, got %s' % (key, bench[key]))
+    if bench['vocab_size'] is not None and bench['vocab_size'] < 1:
+        module.fail_json(msg='benchmark.vocab_size must be >= 1, got %s' % bench['vocab_size'])
+
+
+def watch_options(p, prompt_count):
+    """await_server_ready's options for the watch of the checks: the unit, the endpoint, a bound over every
+    request."""
+    opts = dict((k, p[k]) for k in _specs.endpoint_argument_spec(tls=True))
+    opts.update(service_name=p['watch']['service_name'], cursor=p['watch']['cursor'],
+                timeout=p['timeout'] * prompt_count + 30)
+    return opts
+
+
 def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     p = module.params
@@ -419,24 +467,22 @@ def main():
         module.fail_json(msg='prompts: %s' % e)
     bench = p['benchmark']
     if bench is not None:
-        levels = bench['concurrency'] or []
-        if not levels or any(c < 1 for c in levels):
-            module.fail_json(msg='benchmark.concurrency must be a non-empty list of integers >= 1, got %s' % levels)
-        for key in ('input_len', 'output_len'):
-            if bench[key] < 1:
-                module.fail_json(msg='benchmark.%s must be >= 1, got %s' % (key, bench[key]))
-        if bench['vocab_size'] is not None and bench['vocab_size'] < 1:
-            module.fail_json(msg='benchmark.vocab_size must be >= 1, got %s' % bench['vocab_size'])
+        check_benchmark(module, bench)
 
     base = sghttp.base_url(p['host'], p['port'], p['scheme'])
     t0 = time.time()
-    checks = run_checks(base, prompts, p['api_key'], p['served_model_name'], p['timeout'], p['validate_certs'],
-                        judge=p['judge'])
-    ok, reason = smoke.overall(checks)
-    evidence = ['%s: %s: %s' % (c['name'], c['reason'], c['detail']) for c in checks if not c['ok']]
-    result = dict(changed=False, ok=ok, reason=reason, evidence=evidence, checks=checks)
+    checks, server = [], None
 
-    if bench is not None and ok and not module.check_mode:
+    def work():
+        return run_checks(base, prompts, p['api_key'], p['served_model_name'], p['timeout'], p['validate_certs'],
+                          judge=p['judge'], into=checks)
+    if p['watch'] and not module.check_mode:
+        server = _readiness.watch_work(module, watch_options(p, len(prompts)), work, smoke.may_have_lost)[1]
+    else:
+        work()
+    result = smoke.result(list(checks), server)
+
+    if bench is not None and result['ok'] and not module.check_mode:
         result['benchmark'] = run_benchmark(module, p, bench, base)
     result['seconds'] = round(time.time() - t0, 3)
     module.exit_json(**result)

@@ -13,6 +13,9 @@ journal on the host).
   (the lab injects that exception line; the traceback around it and the tear-down are SGLang's own)
 - S2 a scheduler SIGKILLed at start, nothing logged by it -> killed (the real main process then exits with status 1)
 - S3 a broken MoE kernel's NaN activations -> the real sampler serves ``!!!!`` -> garbage
+- S4 the kernel error of S1 on the smoke test's first request (``LAB_SCENARIO=crash_smoke``) -> crashed, judged by
+  the smoke test's watch on the unit's journal while the request waits (the real server's tree lives on for seconds
+  after the traceback, a minute on a GPU that waits for CUDA core dumps)
 - S5 the known-good configuration serves, is enabled and answers; a second run changes nothing
 - the installed service restarts on failure: ``kill -9`` of its main process, systemd starts it again, it answers
 - clean-up ends the real process tree (main, ``sglang::scheduler``, ``sglang::detokenizer``, resource tracker)
@@ -134,6 +137,9 @@ SINGLE = {
          "env": {"LAB_SCENARIO": "killed"}, "force": True},
         {"name": "cutedsl-moe", "moe_runner_backend": "flashinfer_cutedsl", "fp4_gemm_backend": "flashinfer_cudnn",
          "force": True},
+        # the kernel error of S1 on the smoke test's first request, while the smoke test waits for its answer
+        {"name": "crash-at-smoke", "moe_runner_backend": "flashinfer_cutlass", "fp4_gemm_backend": "flashinfer_cutlass",
+         "env": {"LAB_SCENARIO": "crash_smoke"}, "force": True},
     ],
 }
 
@@ -178,6 +184,12 @@ def test_faults_then_known_good_serves(lab):  # pylint: disable=unused-argument,
     assert "!!!!" in json.dumps(s3.get("smoke") or s3.get("evidence")), s3
     show("S3 broken MoE kernel (NaN)", "gpu01", s3, "(HTTP 200, text %r)" % evidence_text(s3)[-40:])
 
+    s4 = cands["crash-at-smoke"]
+    assert (s4["outcome"], s4["reason"]) == ("failed", "crashed"), s4
+    assert INJECTED_TRTLLM in evidence_text(s4), s4
+    show("S4 crash during smoke (%.1f s)" % s4["seconds"], "gpu01", s4,
+         journal_line("gpu01", "RuntimeError: Error in function 'TrtllmGenBatchedGemmRunner' at /"))
+
     s5 = cands["known-good"]
     assert (s5["outcome"], s5["reason"]) == ("ready", None), s5
     show("S5 known-good", "gpu01", s5, journal_line("gpu01", "The server is fired up and ready to roll!"))
@@ -196,7 +208,7 @@ def test_second_run_changes_nothing(lab):  # pylint: disable=unused-argument,red
     assert recap(out)["gpu01"]["changed"] == 0, out[-3000:]
     assert ssh("gpu01", "systemctl show sglang.service -p MainPID -p InvocationID") == before
     cands = by_name(reports["gpu01"])
-    for name in ("trtllm-forced", "killed-at-start", "cutedsl-moe"):
+    for name in ("trtllm-forced", "killed-at-start", "cutedsl-moe", "crash-at-smoke"):
         # forced candidates are tried again only when the record has no failure for them; these failed just now
         assert cands[name]["outcome"] in ("skipped",), cands[name]
     assert reports["gpu01"]["final_state"] == "serving"

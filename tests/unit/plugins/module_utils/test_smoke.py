@@ -64,3 +64,13 @@ def test_check_prompts(case):
     assert len(got) == len(case['want']), got
     for error, want in zip(got, case['want']):
         assert want in error, (error, want)
+
+
+@pytest.mark.parametrize('case', CASES['results'], ids=[c['name'] for c in CASES['results']])
+def test_result(case):
+    got = smoke.result(list(case['checks']), case.get('server'))
+    want = case['want']
+    assert (got['ok'], got['reason'], got['evidence']) == (want['ok'], want['reason'], want['evidence'])
+    assert got['checks'] == case['checks']
+    assert got.get('server') == case.get('server')
+    assert smoke.may_have_lost(case['checks']) is want['may_have_lost']

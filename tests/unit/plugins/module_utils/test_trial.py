@@ -99,6 +99,9 @@ def test_check_mode_results_mark_the_order_and_keep_plan_skips():
     ({'ok': False, 'reason': 'nan'}, True),
     ({'ok': False, 'reason': 'garbage'}, False),
     ({'ok': False, 'reason': 'wrong_answer'}, False),
+    # the smoke test's own watch said how the server ended: no post-mortem
+    ({'ok': False, 'reason': 'server_lost', 'server': {'status': 'crashed'}}, False),
+    ({'ok': False, 'reason': 'http_error', 'server': {'status': 'killed'}}, False),
 ])
 def test_lost_server(smoke, lost):
     assert trial.lost_server(smoke) is lost
@@ -114,4 +117,18 @@ def test_after_smoke_takes_the_post_mortem_only_when_it_found_a_failure():
     assert got['status'] == 'crashed' and got['phase'] == 'after_smoke'
     # and the outcome then says crashed, with the server's own line
     out = trial.outcome(got, {'ok': False, 'reason': 'http_error'}, 1.0)
+    assert (out['outcome'], out['reason']) == ('failed', 'crashed') and 'RuntimeError' in out['evidence']
+
+
+def test_after_smoke_takes_the_smoke_test_s_own_verdict_when_no_post_mortem_ran():
+    ready = {'status': 'ready', 'evidence': ['The server is fired up']}
+    seen = {'status': 'crashed', 'reason': 'crashed', 'evidence': ['Scheduler hit an exception: RuntimeError: boom']}
+    watched = {'ok': False, 'reason': 'server_lost', 'server': seen, 'checks': []}
+    for postmortem in (None, {'skipped': True}):
+        got = trial.after_smoke(ready, postmortem, watched)
+        assert got['status'] == 'crashed' and got['phase'] == 'after_smoke'
+    assert trial.after_smoke(ready, None, {'ok': False, 'reason': 'garbage'}) is ready
+    # a post-mortem that ran decides
+    assert trial.after_smoke(ready, {'status': 'killed', 'reason': 'killed'}, watched)['status'] == 'killed'
+    out = trial.outcome(trial.after_smoke(ready, None, watched), watched, 1.0)
     assert (out['outcome'], out['reason']) == ('failed', 'crashed') and 'RuntimeError' in out['evidence']
