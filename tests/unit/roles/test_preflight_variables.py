@@ -15,7 +15,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
-from ansible_collections.llmserve.sglang.plugins.module_utils import systemd_unit
+from ansible_collections.llmserve.sglang.plugins.module_utils import _input_errors, systemd_unit
 
 try:  # ansible-core >= 2.19 templates trusted strings only
     from ansible.template import trust_as_template
@@ -42,8 +42,8 @@ def test_restart_choices_are_what_sglang_launch_accepts():
     assert SPEC['sglang_restart']['default'] == 'on-failure'
     assert SPEC['sglang_restart_sec'] == dict(SPEC['sglang_restart_sec'], type='int', default=10)
     # a bad value reaches sglang_launch's own check under the variable's name (the known-good validation's rescue)
-    assert VARS['preflight_option_vars']['restart'] == 'sglang_restart'
-    assert VARS['preflight_option_vars']['restart_sec'] == 'sglang_restart_sec'
+    assert _input_errors.variable_of('restart') == 'sglang_restart'
+    assert _input_errors.variable_of('restart_sec') == 'sglang_restart_sec'
 
 
 @pytest.mark.parametrize('value, error', [
