@@ -50,6 +50,27 @@ def test_probes_answer_for_the_arch():
         assert probes["is_cuda"] and not probes["is_cpu"] and not probes["cpu_has_amx_support"]
 
 
+def test_the_tables_error_keeps_its_class():
+    val = llmlab_gpu._gpu_error({"error": "ValueError: Current platform does not support NVFP4 quantization"})
+    assert (type(val).__name__, str(val)) == ("ValueError", "Current platform does not support NVFP4 quantization")
+    run = llmlab_gpu._gpu_error({"error": "RuntimeError: Error in function 'X' at {site}/a.cu:1: boom"})
+    assert type(run).__name__ == "RuntimeError" and str(run).startswith("Error in function 'X' at /")
+    assert "{site}" not in str(run)
+    other = llmlab_gpu._gpu_error({"error": "KeyError: 3"})
+    assert (type(other).__name__, str(other)) == ("RuntimeError", "KeyError: 3")
+    cuda = "torch.AcceleratorError: CUDA error: an illegal instruction was encountered\nSearch for `cudaError'"
+    if os.path.exists(REAL_PYTHON):     # torch.AcceleratorError comes from the real server's torch
+        # this checkout's plugin, by file (the real server's site-packages holds an installed copy)
+        code = ("import importlib.util, json, sys; "
+                "spec = importlib.util.spec_from_file_location('plugin_here', sys.argv[1]); "
+                "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod); "
+                "e = mod._gpu_error({'error': sys.argv[2]}); "
+                "print(json.dumps([type(e).__module__, type(e).__name__, str(e)]))")
+        out = subprocess.run([REAL_PYTHON, "-c", code, os.path.join(PLUGIN, "llmlab_gpu", "__init__.py"), cuda],
+                             capture_output=True, text=True, check=True).stdout
+        assert json.loads(out) == ["torch", "AcceleratorError", cuda.split(": ", 1)[1]]
+
+
 DRIVER = r"""
 import json, shlex, sys
 import llmlab_gpu

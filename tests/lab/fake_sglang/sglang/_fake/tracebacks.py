@@ -63,13 +63,25 @@ NAN_ASSERT_HEAD: List[Frame] = _EVENT_LOOP_0523 + [
     ("torch/cuda/streams.py", 231, "synchronize", "super().synchronize()"),
 ]
 NAN_MESSAGE = "NaN detected! sampler: next_token_logits"
-DEVICE_ASSERT_ERROR = (
-    "torch.AcceleratorError: CUDA error: device-side assert triggered\n"
-    "Search for `cudaErrorAssert' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html "
-    "for more information.\n"
-    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
-    "incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
-    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+
+
+def cuda_error(text: str, name: str, kernel_fault: bool = True) -> str:
+    """torch 2.14.1's exception for a failed CUDA call (c10_cuda_check_implementation in torch/lib/libc10_cuda.so,
+    the class from libtorch_python.so): "CUDA error: " and cudaGetErrorString's ``text``, get_cuda_error_help's line
+    naming cudaGetErrorName's ``name``, then for a kernel fault (illegal address or instruction, launch failure,
+    device assert) get_cuda_async_error_suffix's two lines. This build appends no device-side assertion line."""
+    out = (f"torch.AcceleratorError: CUDA error: {text}\n"
+           f"Search for `{name}' in https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html "
+           "for more information.")
+    if kernel_fault:
+        out += ("\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+                "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1")
+    return out
+
+
+DEVICE_ASSERT_ERROR = cuda_error("device-side assert triggered", "cudaErrorAssert")
+# a crash rule without error or traceback
+DEFAULT_ERROR = cuda_error("an illegal instruction was encountered", "cudaErrorIllegalInstruction")
 
 
 def nan_device_assert_lines(threads: int = 4) -> List[str]:
@@ -191,11 +203,7 @@ def build(phase: str, model_type: str, frames_text: Optional[str], error: Option
         ft = expand(frames_text)
         body += ft if ft.endswith("\n") else ft + "\n"
     if not error:
-        error = (DEVICE_ASSERT_ERROR if phase == "nan_assert" else
-                 "RuntimeError: CUDA error: an illegal instruction was encountered\n"
-                 "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
-                 "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
-                 "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.")
+        error = DEVICE_ASSERT_ERROR if phase == "nan_assert" else DEFAULT_ERROR
     return body + error.replace("{site}", SITE).rstrip("\n") + "\n"
 
 

@@ -251,14 +251,20 @@ def _hang(why):
 
 
 def _gpu_error(params):
-    """The GPU kernel's exception, raised from inside the real call (its text from the table; ``{site}`` stands for
-    this server's site-packages directory, where the real kernel's path names its file)."""
+    """The GPU kernel's exception, raised from inside the real call (its class and text from the table: ``CLASS:
+    text`` with CLASS RuntimeError, ValueError or torch.AcceleratorError, any other text as a RuntimeError's;
+    ``{site}`` stands for this server's site-packages directory, where the real kernel's path names its file)."""
     import sysconfig  # pylint: disable=import-outside-toplevel
-    msg = str(params.get("error") or "RuntimeError: CUDA error: an illegal memory access was encountered")
+    msg = str(params.get("error") or "torch.AcceleratorError: CUDA error: an illegal memory access was encountered")
     msg = msg.replace("{site}", sysconfig.get_paths()["purelib"])
     first, _sep, rest = msg.partition(":")
-    text = rest.strip() if first.strip() in ("RuntimeError", "torch.AcceleratorError") else msg
-    return RuntimeError(text)
+    kind = first.strip()
+    if kind == "torch.AcceleratorError":
+        import torch  # pylint: disable=import-outside-toplevel
+        return torch.AcceleratorError(rest.strip())
+    if kind in ("RuntimeError", "ValueError"):
+        return {"RuntimeError": RuntimeError, "ValueError": ValueError}[kind](rest.strip())
+    return RuntimeError(msg)
 
 
 def _nan_layers(model):
