@@ -44,9 +44,7 @@ SITE = os.environ.get('LLMSERVE_LAB_SITE') or '/var/lib/llmserve-lab/sglang-0.5.
 # Played lines and signature regexes whose text no installed wheel, capture or seed confirms (yet). The list is exact:
 # an entry that gets a source, or goes away, must leave it too.
 UNSOURCED = frozenset([
-    # sglang 0.5.23 runs trtllm_mha on SM120 (FMHAv2 prefill, XQA decode): no real line shows this crash
-    ('tests/lab/behaviour/default.yml', 'sm120-trtllm-mha-attention-crash', 'error'),
-    # older SGLang releases' sampler line, gone from 0.5.23
+    # the sampler line of earlier SGLang releases (0.4.6.post5 srt/layers/sampler.py:65), not in the lab's 0.5.23
     ('roles/backend_trial/files/failure_signatures.yml', 'nan_logits', 'NaN in the logits'),
 ])
 
