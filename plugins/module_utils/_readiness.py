@@ -608,6 +608,17 @@ def make_request(module, p):
                         p['validate_certs'])
 
 
+def other_rank(child_exit, death):
+    """Whether SGLang's line about a child's death (``sglang_log.child_exit_of``) names another process than the
+    rank the watch saw die: by PID when the line has one, else by kind (scheduler, detokenizer)."""
+    if not child_exit:
+        return False
+    if child_exit.get('pid') and death.get('pid'):
+        return child_exit['pid'] != death['pid']
+    kinds = [kind for kind in ('scheduler', 'detokenizer') if kind in (death.get('name') or '')]
+    return bool(kinds) and kinds[0] not in (child_exit.get('name') or '')
+
+
 def evidence(p, res, state, watch, probe, request):
     """The evidence lines of the verdict: the log's, after the line that says what the wait itself saw (a process
     that exited after a traceback of its own: its exception line first, then how it ended)."""
@@ -616,6 +627,9 @@ def evidence(p, res, state, watch, probe, request):
     death = res.get('rank_death')
     if death and state.reason not in (None, 'unhealthy') and not state.reason_from_child:
         return lines + [death['line']]      # the log said why: its lines first
+    if death and other_rank(state.child_exit, death):
+        # SGLang names another rank: the one that died first, unseen (the one seen was ended after it)
+        return lines + [death['line']]
     if death:
         return [death['line']] + lines
     if status in ('killed', 'crashed') and not state.reason:
