@@ -250,8 +250,30 @@ class HealthProbe(object):
         self.next_at = time.time() + self.interval
 
 
-class RequestProbe(object):
+class InThread(object):
+    """A request of the wait (``kick()`` starts it in a thread once; ``done`` when ``result`` is set), so that the
+    wait keeps watching the server while it runs. Subclasses set ``result`` in ``_run()``."""
+    name = 'request'
+    result = None
+    thread = None
+
+    @property
+    def done(self):
+        return self.result is not None
+
+    def kick(self):
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name=self.name)
+            self.thread.daemon = True
+            self.thread.start()
+
+    def _run(self):
+        raise NotImplementedError
+
+
+class RequestProbe(InThread):
     """The one request of O(probe), sent in a thread once the server is ready, so the wait keeps watching."""
+    name = 'probe'
 
     def __init__(self, base, spec, api_key, validate_certs, post=sghttp.post_json):
         self.prompt = smoke.normalize_prompt(dict(spec, name='probe'))
@@ -262,17 +284,6 @@ class RequestProbe(object):
         self.validate_certs = validate_certs
         self.post = post
         self.result = None      # the check dict (smoke.check_response, text not judged) once answered
-        self.thread = None
-
-    @property
-    def done(self):
-        return self.result is not None
-
-    def kick(self):
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._run, name='probe')
-            self.thread.daemon = True
-            self.thread.start()
 
     def _run(self):
         r = self.post(self.url, self.body, api_key=self.api_key, timeout=self.timeout,
@@ -728,31 +739,20 @@ class Healthy(object):
         return None
 
 
-class WorkRequest(object):
+class WorkRequest(InThread):
     """``work()`` run in a thread as the wait's request, so that the wait watches the server meanwhile.
 
     ``lost(value)``: whether the work's return value may mean it lost the server (then the wait gives a death or a
     fatal line ``probe_grace`` seconds to show). An exception in the work is kept in ``error``."""
 
     path = '(watched work)'
+    name = 'work'
 
     def __init__(self, work, lost):
         self.work = work
         self.lost = lost
         self.value = None
         self.error = None
-        self.result = None
-        self.thread = None
-
-    @property
-    def done(self):
-        return self.result is not None
-
-    def kick(self):
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._run, name='work')
-            self.thread.daemon = True
-            self.thread.start()
 
     def _run(self):
         try:
