@@ -45,7 +45,7 @@ options:
   watch:
     description:
       - Watch the server's systemd unit while the smoke requests run, as M(llmserve.sglang.await_server_ready)
-        does (its main process, its ranks, its journal): when the server dies or logs a fatal error before its
+        does (its main process, its ranks, its journal). When the server dies or logs a fatal error before its
         answers come, the checks stop there, RV(reason) is V(server_lost) and RV(server) says how it ended. A
         request still in flight is not waited for (SGLang 0.5.23 can keep a connection open for a minute after
         its scheduler failed).
@@ -224,7 +224,7 @@ ok:
 reason:
   description:
     - The most telling failure, one of C(nan), C(garbage), C(replacement_chars), C(empty), C(http_error), C(timeout),
-      C(wrong_answer), or C(server_lost) (with O(watch): the server failed before it answered); null when ok.
+      C(wrong_answer), or C(server_lost) (with O(watch), when the server failed before it answered); null when ok.
   returned: always
   type: str
   sample: garbage
@@ -266,7 +266,7 @@ checks:
 server:
   description:
     - With O(watch), when the server died or logged a fatal error during the checks (or just after a check that got
-      no answer): M(llmserve.sglang.await_server_ready)'s result for it (C(status), C(reason), C(evidence),
+      no answer), M(llmserve.sglang.await_server_ready)'s result for it (C(status), C(reason), C(evidence),
       C(log_tail), C(signal), C(exit_code), C(child_exit), C(unit), ...).
   returned: when the watch saw the server fail
   type: dict
