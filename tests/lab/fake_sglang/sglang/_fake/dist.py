@@ -109,8 +109,8 @@ class Dist:
             return
         self._close(self.d["init_r"], self.d["loaded_w"])
         if self.port is None:
-            self.crash("dist_init", "ValueError: Error initializing torch.distributed using tcp:// rendezvous: "
-                                    "port number missing")
+            self.crash("dist_url", "ValueError: Error initializing torch.distributed using tcp:// rendezvous: "
+                                   "port number missing")
         if self.rank >= self.world:
             self.crash("dist_init", f"ValueError: Invalid rank {self.rank}, rank should be in the interval "
                                     f"[0, {self.world - 1}] (--node-rank {self.node_rank} with --nnodes {self.nnodes})")

@@ -172,6 +172,7 @@ class App:
         self.local_tp = self.tp_size // self.nnodes
         self.tp_base = self.node_rank * self.local_tp
         self.plan = self.make_plan()
+        self.plan["loader"] = self.model_loader()
 
     def _nan_check(self) -> bool:
         """SGLANG_ENABLE_NAN_LOGITS_CHECK (or SGLANG_ENABLE_ASYNC_ASSERT) arms the device assert on NaN logits;
@@ -182,6 +183,19 @@ class App:
         return env_bool("SGLANG_ENABLE_NAN_LOGITS_CHECK", False) or env_bool("SGLANG_ENABLE_ASYNC_ASSERT", False)
 
     # --- the launch plan ----------------------------------------------------------------------------
+    def model_loader(self) -> str:
+        """The model loader 0.5.23 picks (model_loader/loader.py get_model_loader), one of tracebacks.LOADERS:
+        dummy for --load-format dummy; modelopt for a ModelOpt checkpoint (config.json's quantization_config with
+        quant_method modelopt, or none, or an hf_quant_config.json beside it) or --quantization modelopt*."""
+        if self.args.load_format == "dummy":
+            return "dummy"
+        qc = self.mcfg.get("quantization_config")
+        if str(getattr(self.args, "quantization", None) or "").startswith("modelopt") or (
+                isinstance(qc, dict) and qc.get("quant_method", "modelopt") == "modelopt") or \
+                os.path.isfile(os.path.join(self.args.model_path or "", "hf_quant_config.json")):
+            return "modelopt"
+        return "default"
+
     def model_type(self) -> str:
         return self.p.get("model_type") or (self.mcfg.get("architectures") or ["Qwen3MoeForCausalLM"])[0]
 
@@ -891,8 +905,7 @@ class App:
         """KeyboardInterrupt in block_until_scheduler_exits: launch_server.py's finally, then Python's own exit
         by SIGINT."""
         kill_process_tree(self.live_children(), include_parent=False)
-        log.raw("Traceback (most recent call last):\n  File \"<frozen runpy>\", line 198, in _run_module_as_main\n"
-                "KeyboardInterrupt\n")
+        log.raw(tracebacks.keyboard_interrupt())
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
 

@@ -156,7 +156,8 @@ class Rank:
         if not _crash_lock.acquire(blocking=False):      # another thread of this rank is already dying
             _hang_forever()
         tb = tracebacks.build(phase, self.plan["model_type"], spec.get("frames"), error or spec.get("error"),
-                              spec.get("traceback") if not error else None)
+                              spec.get("traceback") if not error else None,
+                              loader=self.plan.get("loader") or "default")
         log.error("Scheduler hit an exception: " + tb)   # get_exception_traceback() ends with a newline
         try:
             os.kill(self.parent, signal.SIGQUIT)
@@ -188,7 +189,7 @@ class Rank:
         fg, err = import_fakegpu()
         gpu = p["gpu_ids"][self.local]
         if gpu >= p["gpu_count"]:
-            self.crash("init", {}, "RuntimeError: CUDA error: invalid device ordinal\nCUDA kernel errors might be "
+            self.crash("device", {}, "RuntimeError: CUDA error: invalid device ordinal\nCUDA kernel errors might be "
                        "asynchronously reported at some other API call, so the stacktrace below might be incorrect."
                        "\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1")
         if self.dist is not None:
@@ -207,7 +208,7 @@ class Rank:
                     self.avail = free / GB
                     log.info("Memory baseline taken. mem usage=0.00 GB")
                     log.info(f"Load weight begin. avail mem={free / GB:.2f} GB")
-                    self.crash("load", {}, (
+                    self.crash("init", {}, (                 # the model's weights are allocated as it is built
                         f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {min(need, 4096) / GB:.2f} GiB. "
                         f"GPU {self.local} has a total capacity of {p['gpu_total_mib'] / GB:.2f} GiB of which "
                         f"{max(free, 0) / GB:.2f} GiB is free. Including non-PyTorch memory, this process has "
@@ -217,7 +218,7 @@ class Rank:
             except SystemExit:
                 raise
             except Exception as e:                      # noqa: BLE001
-                self.crash("init", {}, f"RuntimeError: CUDA error: {e}")
+                self.crash("baseline", {}, f"RuntimeError: CUDA error: {e}")
         log.info("Memory baseline taken. mem usage=0.36 GB")
         avail0 = p["gpu_total_mib"] / GB - 0.9
         log.info(f"Load weight begin. avail mem={avail0:.2f} GB")
