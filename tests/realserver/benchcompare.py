@@ -5,14 +5,16 @@
 
 Used by the real-server gate (tests/realserver/test_real_server.py) and `make bench` (P5 on the real server). Both
 send random token ids of the model's own vocabulary (bench_serving's ``random-ids``), the same input and output
-lengths (``--random-range-ratio 1``: exact), ``ignore_eos`` and the same concurrency.
+lengths (``--random-range-ratio 1``: exact), ``ignore_eos`` and the same concurrency. The collection's load test
+runs without its GPU sampler here, as bench_serving has none: on the lab the sampler's nvidia-smi is a Python
+program started every 0.5 s on the CPUs the real server computes on, which took a third of the server's throughput.
 """
 
 from __future__ import absolute_import, division, print_function
 
 import json
 
-BENCH = {"concurrency": [4], "num_prompts": 16, "input_len": 64, "output_len": 32}
+BENCH = {"concurrency": [4], "num_prompts": 16, "input_len": 64, "output_len": 32, "gpu_sampling": False}
 REAL_PYTHON = "/var/lib/llmserve-lab/sglang-0.5.23/bin/python3"
 MODEL = "/var/lib/llmserve-lab/models/tiny-qwen2-chat"
 # the figures compared, and how far apart they may be (relative to bench_serving's)
