@@ -30,11 +30,12 @@ import traceback
 import pytest
 import yaml
 
+from ansible_collections.llmserve.sglang.tests.unit.test_played_lines import installed, python_stdlib_and_version
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..'))
 FAKE_TRACEBACKS = os.path.join(ROOT, 'tests', 'lab', 'fake_sglang', 'sglang', '_fake', 'tracebacks.py')
 TABLES = sorted(glob.glob(os.path.join(ROOT, 'tests', 'lab', 'behaviour', '*.yml'))) + [
     os.path.join(ROOT, 'tests', 'integration', 'behaviour.yml')]
-SITE = os.environ.get('LLMSERVE_LAB_SITE') or '/var/lib/llmserve-lab/sglang-0.5.23/lib/python3.11/site-packages'
 
 # the phases and model loaders of tracebacks.build, the model families of tracebacks.model_frames
 PHASES = ('device', 'baseline', 'dist_init', 'dist_url', 'nccl_launch', 'init', 'load', 'capture', 'forward',
@@ -207,22 +208,9 @@ def expected_caret(tree, lines, number):
 
 
 # --------------------------------------------------------------------------- the installed files
-def installed():
-    if not os.path.isdir(SITE):
-        pytest.skip('the lab\'s installed wheels are not on this machine (%s)' % SITE)
-    return SITE
-
-
 def lab_stdlib(site):
-    """The lab interpreter's standard library folder, from its venv's pyvenv.cfg."""
-    cfg = {}
-    with open(os.path.join(site, '..', '..', '..', 'pyvenv.cfg'), encoding='utf-8') as f:
-        for line in f:
-            if '=' in line:
-                k, v = line.split('=', 1)
-                cfg[k.strip()] = v.strip()
-    version = cfg.get('version') or cfg.get('version_info', '')
-    return os.path.join(os.path.dirname(cfg['home']), 'lib', 'python' + '.'.join(version.split('.')[:2]))
+    """The lab interpreter's standard library folder."""
+    return python_stdlib_and_version(site)[0]
 
 
 _SOURCES = {}
