@@ -57,6 +57,13 @@ APT_PACKAGES := $(sort make git tar ca-certificates python3 python3-venv openssh
 	$(shell sed -e 's/\#.*//' tests/lab/requirements-apt.txt 2>/dev/null))
 
 # the gates that need no lab run beside the ones that bring the lab up (tests/ci/run_gates.py)
+# test files of the suite run side by side, each worker on a slot of the lab (0: one after another, no workers)
+SUITE_WORKERS ?= 3
+# molecule's scenarios side by side (each on its own slot of the lab: extensions/molecule/resources/inventory/slot.yml)
+MOLECULE_WORKERS ?= 3
+# the real-server gate's files side by side, the same way (each real start takes a core for most of a minute)
+REALSERVER_WORKERS ?= 2
+
 GATES_SIDE := lint sanity units fake-sglang docs-lint importer
 GATES_LAB := molecule lab-tests suite realserver awx-tests compat
 GATES := $(GATES_SIDE) $(GATES_LAB)
@@ -254,7 +261,7 @@ importer: build ## galaxy-importer on the built tarball (no container steps)
 	  echo "RESULT: galaxy-importer did not complete"; exit 1; }
 	@echo "RESULT: galaxy-importer: no errors, no warnings"
 
-molecule: links ## molecule test --all (scenarios under extensions/molecule/, on the lab)
+molecule: links ## molecule test --all (scenarios under extensions/molecule/, on the lab; MOLECULE_WORKERS at once, each on its own slot of the lab)
 	$(need_venv)
 	$(call need,molecule)
 	@ls extensions/molecule/*/molecule.yml >/dev/null 2>&1 || { echo "ERROR: no scenario under extensions/molecule/"; exit 1; }
@@ -263,7 +270,7 @@ molecule: links ## molecule test --all (scenarios under extensions/molecule/, on
 	@test "$$(id -u)" = 0 || { echo "ERROR: the lab needs root (network namespaces, systemd units). Run as root."; exit 2; }
 	@# forget what an interrupted earlier run left in molecule's state ("instances already created")
 	-@cd "$(CURDIR)" && molecule reset -s default >/dev/null 2>&1
-	cd "$(CURDIR)" && ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" flock "$(LAB_LOCK)" molecule test --all $(MOLECULE_ARGS) \
+	cd "$(CURDIR)" && ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" flock "$(LAB_LOCK)" molecule test --all --workers $(MOLECULE_WORKERS) $(MOLECULE_ARGS) \
 	  || { echo "RESULT: molecule: a scenario failed (see above)"; exit 1; }
 	@echo "RESULT: molecule: all scenarios passed"
 
@@ -274,18 +281,19 @@ lab-tests: links ## pytest tests/lab/tests (needs root)
 	@test "$$(id -u)" = 0 || { echo "ERROR: the lab tests need root. Run as root."; exit 2; }
 	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/lab/tests -v $(PYTEST_ARGS)
 
-suite: links ## fault and bad-input suite: pytest tests/integration on the lab (root, holds the lab lock)
+suite: links ## fault and bad-input suite: pytest tests/integration on the lab, SUITE_WORKERS test files at once, each on its own copy of the lab's hosts (root, holds the lab lock)
 	$(need_venv)
 	$(call need,pytest)
 	@test "$$(id -u)" = 0 || { echo "ERROR: the suite needs the lab, which needs root. Run as root."; exit 2; }
 	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/integration -v -p no:cacheprovider \
-	  --durations=15 $(PYTEST_ARGS)
+	  -n $(SUITE_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
-realserver: links setup-real-sglang ## the real SGLang 0.5.23 on the lab: faults, fallback, clean-up, a two-node group (root, lab lock)
+realserver: links setup-real-sglang ## the real SGLang 0.5.23 on the lab: faults, fallback, clean-up, a two-node group; REALSERVER_WORKERS files at once (root, lab lock)
 	$(need_venv)
 	$(call need,pytest)
 	@test "$$(id -u)" = 0 || { echo "ERROR: the real-server gate needs the lab, which needs root. Run as root."; exit 2; }
-	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/realserver -v -s -p no:cacheprovider --durations=10 $(PYTEST_ARGS)
+	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/realserver -v -s -p no:cacheprovider \
+	  -n $(REALSERVER_WORKERS) --dist loadfile --durations=10 $(PYTEST_ARGS)
 
 awx-tests: links ## pytest tests/awx: EE build context, survey vs argument specs, ansible-runner on the lab (root, lab lock)
 	$(need_venv)

@@ -6,6 +6,11 @@
 The session holds the lab lock from start to end and brings the lab up once (labsession.lab_session), installs the suite's
 behaviour table on the GPU hosts, deploys a baseline once (so a unit, env file, record and service exist) and takes
 the lab down at the end.
+
+Side by side (``pytest -n N``, pytest-xdist): the run's controller holds the lock and brings up a lab of N slots
+(``labctl.py up --slots N``); each worker is one slot, a copy of every lab host of its own, reached under the same
+inventory names (``IPS``, ``INVENTORY``), with its own baseline. A test file runs whole in one worker
+(``--dist loadfile``): its tests may rely on what the one before left.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,18 +27,22 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(os.path.dirname(HERE))
 KEY = "/var/tmp/llmserve-lab/ssh/id_ed25519"
-IPS = {"gpu01": "10.77.0.11", "pve01": "10.77.0.12", "ct129": "10.77.0.13"}
+sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
+# pylint: disable-next=wrong-import-position
+from labsession import (long_files_first, session_lab, slot, slot_inventory, slot_ips, xdist_lab_configure,  # noqa: E402
+                        xdist_lab_unconfigure)
+
+# this process's copy of the lab's hosts (slot 0 unless pytest-xdist runs it as worker gwK) and the inventory to them
+IPS = slot_ips({"gpu01": "10.77.0.11", "pve01": "10.77.0.12", "ct129": "10.77.0.13"})
+INVENTORY = slot_inventory()
 SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
             "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
-PLAYBOOK = [os.path.join(CHECKOUT, ".venv", "bin", "ansible-playbook"), "playbooks/deploy.yml", "-i", "inventories/lab"]
+PLAYBOOK = [os.path.join(CHECKOUT, ".venv", "bin", "ansible-playbook"), "playbooks/deploy.yml", "-i", INVENTORY]
 SERVICE = "sglang"
 UNIT = "/etc/systemd/system/sglang.service"
 ENV_FILE = "/etc/llmserve/sglang.env"
 STATE = "/var/lib/llmserve/sglang"
 BEHAVIOUR = os.path.join(HERE, "behaviour.yml")
-
-sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
-from labsession import lab_session  # noqa: E402  pylint: disable=wrong-import-position
 
 # The suite's baseline: the lab inventory's deployment with only the known-good configuration, a short fake load.
 BASE_VARS = {
@@ -77,7 +86,7 @@ def snapshot(host):
 
 
 def deploy(extra_vars=None, limit=None, args=(), timeout=400, report_dir=None, inventory=None, drop=()):
-    """ansible-playbook playbooks/deploy.yml -i inventories/lab -e @vars.json; -> (rc, output, reports dict).
+    """ansible-playbook playbooks/deploy.yml -i INVENTORY -e @vars.json; -> (rc, output, reports dict).
 
     ``drop``: baseline variables not to pass (extra vars win over an inventory's host_vars)."""
     data = dict((k, v) for k, v in BASE_VARS.items() if k not in drop)
@@ -89,7 +98,7 @@ def deploy(extra_vars=None, limit=None, args=(), timeout=400, report_dir=None, i
         vars_file = handle.name
     cmd = list(PLAYBOOK) + ["-e", "@" + vars_file] + list(args)
     if inventory:
-        cmd[cmd.index("inventories/lab")] = inventory
+        cmd[cmd.index(INVENTORY)] = inventory
     if limit:
         cmd += ["--limit", limit]
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(CHECKOUT, ".tmp", "collections"),
@@ -105,10 +114,10 @@ def deploy(extra_vars=None, limit=None, args=(), timeout=400, report_dir=None, i
 
 
 def lab_inventory(host_vars):
-    """A copy of inventories/lab with ``host_vars`` ({host: {var: value}}) added; -> its directory."""
+    """A copy of INVENTORY with ``host_vars`` ({host: {var: value}}) added; -> its directory."""
     import shutil  # pylint: disable=import-outside-toplevel
     path = tempfile.mkdtemp(prefix="llmserve-it-inv-")
-    shutil.copytree(os.path.join(CHECKOUT, "inventories", "lab"), os.path.join(path, "lab"))
+    shutil.copytree(INVENTORY, os.path.join(path, "lab"))
     os.makedirs(os.path.join(path, "lab", "host_vars"), exist_ok=True)
     for host, values in host_vars.items():
         with open(os.path.join(path, "lab", "host_vars", host + ".yml"), "w", encoding="utf-8") as handle:
@@ -165,6 +174,8 @@ def results():
 def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argument
     if RESULTS.rows:
         path = os.environ.get("LLMSERVE_SUITE_RESULTS", "/tmp/llmserve-suite-results.md")
+        if slot():
+            path += ".slot%d" % slot()
         with open(path, "w", encoding="utf-8") as handle:
             handle.write("| group | case | what happened | ok |\n|---|---|---|---|\n")
             for group, case, observed, ok in RESULTS.rows:
@@ -172,12 +183,31 @@ def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argumen
                 handle.write("| %s | %s | %s | %s |\n" % (group, case, text, "yes" if ok else "NO"))
 
 
+# Files that take longest (minutes, one after another), started first when files run side by side, so that no
+# worker is left with a long one at the end; the others follow in their usual order. Each file keeps its test order.
+LONG_FIRST = ("test_bad_inputs.py", "test_faults.py", "test_mixed_fleet.py", "test_safety.py", "test_gpu_subset.py",
+              "test_pct_remote.py")
+
+
+def pytest_collection_modifyitems(session, config, items):  # pylint: disable=unused-argument
+    long_files_first(config, items, LONG_FIRST)
+
+
+def pytest_configure(config):
+    xdist_lab_configure(config)
+
+
+def pytest_unconfigure(config):
+    xdist_lab_unconfigure(config)
+
+
 @pytest.fixture(scope="session")
-def lab_up():
-    """The lab, up once for the session under the lab lock (nothing deployed yet)."""
+def lab_up(request):
+    """The lab, up once for the session under the lab lock (nothing deployed yet); under pytest-xdist this worker's
+    slot of the lab the controller brought up."""
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
-    with lab_session():
+    with session_lab(request.config):
         yield
 
 

@@ -170,9 +170,9 @@ def test_proxmox_node_unreachable(lab, results):  # pylint: disable=unused-argum
     os.symlink(os.path.join(CHECKOUT, "inventories", "lab", "group_vars"), os.path.join(inv, "group_vars"))
     with open(os.path.join(inv, "hosts.yml"), "w", encoding="utf-8") as handle:
         handle.write("all:\n  children:\n    sglang_servers:\n      hosts:\n        ct129:\n"
-                     "          ansible_host: 10.77.0.13\n          sglang_proxmox_node: pve01\n"
+                     "          ansible_host: %s\n          sglang_proxmox_node: pve01\n"
                      "          sglang_proxmox_vmid: 129\n    proxmox_nodes:\n      hosts:\n"
-                     "        pve01:\n          ansible_host: 10.77.0.250\n")
+                     "        pve01:\n          ansible_host: 10.77.0.250\n" % IPS["ct129"])
     before = snapshot("ct129")
     rc, out, _reports = deploy({}, inventory=inv)
     after = snapshot("ct129")

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from conftest import BASE_VARS, CHECKOUT, PLAYBOOK, deploy, playbook_env, ssh
+from conftest import BASE_VARS, CHECKOUT, INVENTORY, PLAYBOOK, deploy, playbook_env, ssh
 
 BECOME = {"ansible_user": "deploy", "ansible_become": True}
 
@@ -33,7 +33,7 @@ def test_deploy_as_a_sudo_user(lab, results):  # pylint: disable=unused-argument
     handle = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8")  # pylint: disable=consider-using-with
     json.dump(BECOME, handle)
     handle.close()
-    cp = subprocess.run([PLAYBOOK[0], "playbooks/status.yml", "-i", "inventories/lab", "-e", "@" + handle.name],
+    cp = subprocess.run([PLAYBOOK[0], "playbooks/status.yml", "-i", INVENTORY, "-e", "@" + handle.name],
                         cwd=CHECKOUT, capture_output=True, text=True, timeout=300, env=playbook_env(), check=False)
     os.unlink(handle.name)
     logins = dict((h, _logins(h, since)) for h in ("gpu01", "ct129", "pve01"))

@@ -12,7 +12,7 @@ import os
 import subprocess
 import tempfile
 
-from conftest import BASE_VARS, CHECKOUT, PLAYBOOK, deploy, playbook_env, snapshot, ssh
+from conftest import BASE_VARS, CHECKOUT, INVENTORY, PLAYBOOK, deploy, playbook_env, snapshot, ssh
 from ansible_collections.llmserve.sglang.plugins.module_utils._systemd import parse_show
 
 SVC_A = {"sglang_service_name": "sglang-a", "sglang_port": 30011, "sglang_gpus": [0, 1, 2, 3]}
@@ -47,7 +47,7 @@ def _play(playbook, extra):
     handle = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8")  # pylint: disable=consider-using-with
     json.dump(dict(BASE_VARS, **extra), handle)
     handle.close()
-    cmd = [PLAYBOOK[0], playbook, "-i", "inventories/lab", "-e", "@" + handle.name, "--limit", "gpu01"]
+    cmd = [PLAYBOOK[0], playbook, "-i", INVENTORY, "-e", "@" + handle.name, "--limit", "gpu01"]
     cp = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=300, env=playbook_env(), check=False)
     os.unlink(handle.name)
     return cp.returncode, cp.stdout + cp.stderr

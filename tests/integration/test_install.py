@@ -23,7 +23,7 @@ import tempfile
 
 import pytest
 
-from conftest import CHECKOUT, SNAPSHOT, playbook_env, ssh
+from conftest import CHECKOUT, INVENTORY, SNAPSHOT, playbook_env, ssh
 
 sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
 import wheels  # noqa: E402  pylint: disable=wrong-import-position
@@ -60,7 +60,7 @@ def run(url, version, extra=None, args=(), playbook="playbooks/install.yml"):
     data.update(extra or {})
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
         json.dump(data, handle)
-    cmd = [ANSIBLE_PLAYBOOK, playbook, "-i", "inventories/lab", "--limit", HOST, "-e", "@" + handle.name]
+    cmd = [ANSIBLE_PLAYBOOK, playbook, "-i", INVENTORY, "--limit", HOST, "-e", "@" + handle.name]
     cp = subprocess.run(cmd + list(args), cwd=CHECKOUT, capture_output=True, text=True, timeout=120,
                         env=playbook_env(), check=False)
     os.unlink(handle.name)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import BASE_VARS, CHECKOUT, ENV_FILE, PLAYBOOK, STATE, UNIT, deploy, playbook_env, ssh
+from conftest import BASE_VARS, CHECKOUT, ENV_FILE, INVENTORY, PLAYBOOK, STATE, UNIT, deploy, playbook_env, ssh
 
 KEY = "sk-it-Secret-7f3a9c0e51"
 TOKEN = "hf_itTokenQ81zL0c5"
@@ -74,11 +74,11 @@ def test_stale_lock_is_taken_over(lab, results, holder, how):  # pylint: disable
 
 
 def _run_playbook(playbook, extra, args=()):
-    """ansible-playbook PLAYBOOK -i inventories/lab --limit gpu01 -e @vars; -> (rc, output)."""
+    """ansible-playbook PLAYBOOK -i INVENTORY --limit gpu01 -e @vars; -> (rc, output)."""
     handle = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8")  # pylint: disable=consider-using-with
     json.dump(dict(BASE_VARS, **extra), handle)
     handle.close()
-    cmd = [PLAYBOOK[0], playbook, "-i", "inventories/lab", "--limit", "gpu01", "-e", "@" + handle.name] + list(args)
+    cmd = [PLAYBOOK[0], playbook, "-i", INVENTORY, "--limit", "gpu01", "-e", "@" + handle.name] + list(args)
     cp = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=400, env=playbook_env(), check=False)
     os.unlink(handle.name)
     return cp.returncode, cp.stdout + cp.stderr

@@ -12,14 +12,14 @@ import re
 import subprocess
 import tempfile
 
-from conftest import BASE_VARS, CHECKOUT, ENV_FILE, PLAYBOOK, STATE, UNIT, deploy, playbook_env, snapshot, ssh
+from conftest import BASE_VARS, CHECKOUT, ENV_FILE, INVENTORY, PLAYBOOK, STATE, UNIT, deploy, playbook_env, snapshot, ssh
 
 
 def _play(playbook, extra=None, args=(), limit=None):
     handle = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8")  # pylint: disable=consider-using-with
     json.dump(dict(BASE_VARS, **(extra or {})), handle)
     handle.close()
-    cmd = [PLAYBOOK[0], playbook, "-i", "inventories/lab", "-e", "@" + handle.name] + list(args)
+    cmd = [PLAYBOOK[0], playbook, "-i", INVENTORY, "-e", "@" + handle.name] + list(args)
     if limit:
         cmd += ["--limit", limit]
     env = dict(playbook_env(), ANSIBLE_SHOW_CUSTOM_STATS="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")

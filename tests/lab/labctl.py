@@ -2,7 +2,7 @@
 """The lab of mock hosts: real systemd + sshd in Linux namespaces, fake GPUs, a fake Proxmox node.
 
     python3 tests/lab/labctl.py up [--gpu-model sm90 | --gpu-model gpu01=sm90 ...] [--gpu-count N] [--config FILE]
-                                  [--real-sglang | --real-sglang gpu01 ...]
+                                  [--real-sglang | --real-sglang gpu01 ...] [--slots N]
     python3 tests/lab/labctl.py down
     python3 tests/lab/labctl.py status [--json]
     python3 tests/lab/labctl.py ssh HOST [-- CMD ...]
@@ -63,6 +63,42 @@ REAL_PYTHON = os.path.join(REAL_ROOT, "sglang-0.5.23", "bin", "python3")
 REAL_STUB = os.path.join(REAL_ROOT, "stub", "libcuda.so.1")
 REAL_MODEL = os.path.join(REAL_ROOT, "models", "tiny-qwen2-chat")
 KEEP = {"ssh.service", "sshd.service", "remote-fs.target", "systemd-journald.service"}
+
+
+# A lab of N slots: N copies of the configured hosts, side by side on the bridge, for test sessions that run
+# independent work at once (tests/lab/labsession.py maps a host's name and address to its copy in a slot).
+SLOT_STEP = 40          # slot k's copy of 10.77.0.X is 10.77.0.(X + 40k)
+
+
+def slot_name(name: str, k: int) -> str:
+    return name if k == 0 else f"{name}s{k}"
+
+
+def slot_ip(ip: str, k: int) -> str:
+    last = int(ip.rsplit(".", 1)[1]) + SLOT_STEP * k
+    if not 1 < last < 255:
+        raise ValueError(f"slot {k}: {ip} has no copy in {SUBNET_PREFIX}0/24 (at most {(254 - int(ip.rsplit('.', 1)[1])) // SLOT_STEP + 1} slots)")
+    return SUBNET_PREFIX + str(last)
+
+
+def with_slots(cfg: dict, slots: int) -> dict:
+    """``cfg`` with its hosts copied into slots 1..slots-1: names suffixed ``sK``, addresses moved by SLOT_STEP * K,
+    a container's node the copy in its own slot (a container keeps its vmid: it lives on another node)."""
+    if slots < 1:
+        raise ValueError(f"--slots {slots}: at least 1")
+    hosts = dict(cfg["hosts"])
+    for k in range(1, slots):
+        for name, h in cfg["hosts"].items():
+            copy = dict(h, ip=slot_ip(h["ip"], k))
+            if "node" in h:
+                copy["node"] = slot_name(h["node"], k)
+            if slot_name(name, k) in hosts or len(slot_name(name, k)) > 10:
+                raise ValueError(f"slot {k}: cannot copy {name} as {slot_name(name, k)} (taken, or over 10 characters)")
+            hosts[slot_name(name, k)] = copy
+    ips = [h["ip"] for h in hosts.values()]
+    if len(set(ips)) != len(ips):
+        raise ValueError(f"--slots {slots}: two hosts would share an address")
+    return dict(cfg, hosts=hosts, slots=slots)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -512,6 +548,11 @@ def cmd_up(a) -> int:
         return 2
     t0 = time.monotonic()
     cfg = load_config(a.config)
+    try:
+        cfg = with_slots(cfg, a.slots)
+    except ValueError as e:
+        log(f"labctl: {e}")
+        return 2
     models = {}
     for spec in a.gpu_model or []:
         if "=" in spec:
@@ -538,7 +579,7 @@ def cmd_up(a) -> int:
         up = [n for n, r in st["hosts"].items() if same_proc(r)]
         # a container left stopped at up (onboot 0) need not run
         wanted = [n for n in st["hosts"] if (st.get("config") or cfg)["hosts"].get(n, {}).get("onboot", True)]
-        if set(wanted) <= set(up):
+        if set(wanted) <= set(up) and set(st["hosts"]) == set(cfg["hosts"]):
             log(f"lab already up ({', '.join(up)}); `labctl.py down` first to rebuild")
             return 0
         log(f"lab partly up ({up}); tearing the rest down first")
@@ -739,6 +780,9 @@ def main(argv=None) -> int:
     u.add_argument("--real-sglang", nargs="*", metavar="HOST", default=None,
                    help="give these GPU hosts (default: every host with ml_env) the real SGLang 0.5.23 "
                         f"({REAL_PYTHON}) besides the fake one")
+    u.add_argument("--slots", type=int, default=1,
+                   help="N copies of the configured hosts (slot K: names suffixed sK, addresses + 40K), for work "
+                        "run side by side; default 1")
     sub.add_parser("down")
     s = sub.add_parser("status")
     s.add_argument("--json", action="store_true")

@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -27,6 +28,48 @@ LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py"
 # One lab per machine: whatever brings it up, uses it or takes it down holds this flock from start to end.
 LOCK = "/var/tmp/llmserve-lab.lock"
 BRIDGE = "10.77.0.1"  # the controller's address on the lab bridge llmlab0 (the lab's hosts reach it)
+
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from labctl import slot_ip, slot_name  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def slot():
+    """This process's lab slot (``labctl.py up --slots N``): ``LLMSERVE_LAB_SLOT``, else pytest-xdist's worker number
+    (``gwK`` -> K), else 0. Slot K holds a copy of every lab host: ``gpu01`` there is ``gpu01sK`` at 10.77.0.(11 + 40K)."""
+    if os.environ.get("LLMSERVE_LAB_SLOT"):
+        return int(os.environ["LLMSERVE_LAB_SLOT"])
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") else 0
+
+
+def slot_ips(ips, k=None):
+    """``{name: address}`` of the lab's hosts -> the same names with the addresses of their copies in slot ``k``."""
+    k = slot() if k is None else k
+    return dict((name, slot_ip(ip, k)) for name, ip in ips.items())
+
+
+def lab_host(name, k=None):
+    """The lab's own name of host ``name``'s copy in slot ``k`` (for labctl.py ssh/exec)."""
+    return slot_name(name, slot() if k is None else k)
+
+
+def slot_inventory(k=None):
+    """inventories/lab for slot ``k``: the inventory itself for slot 0, else a copy (same host names) whose every
+    ``ansible_host`` is the address of that host's copy in the slot; -> its directory."""
+    k = slot() if k is None else k
+    src = os.path.join(CHECKOUT, "inventories", "lab")
+    if k == 0:
+        return src
+    dest = os.path.join(tempfile.mkdtemp(prefix="llmserve-lab-slot%d-" % k), "lab")
+    shutil.copytree(src, dest)
+    path = os.path.join(dest, "hosts.yml")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    text = re.sub(r"(ansible_host:\s*)(\d+\.\d+\.\d+\.\d+)", lambda m: m.group(1) + slot_ip(m.group(2), k), text)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return dest
 
 
 def free_bridge_port():
@@ -109,14 +152,60 @@ def lab_session(up_args=(), labctl=None, up_timeout=240, down_timeout=240):
             subprocess.run(labctl + ["down"], capture_output=True, text=True, timeout=down_timeout, check=False)
 
 
+def xdist_workers(config):
+    """pytest-xdist's worker count for a run (0: no workers, the tests run in the one pytest process)."""
+    return int(getattr(config.option, "numprocesses", 0) or 0)
+
+
+def is_xdist_worker(config):
+    return hasattr(config, "workerinput")
+
+
+def xdist_lab_configure(config, up_args=()):
+    """From a conftest's ``pytest_configure``: under pytest-xdist, the run's controller holds the lab lock and brings up
+    a lab of one slot per worker (``labctl.py up --slots N`` + ``up_args``) until ``xdist_lab_unconfigure``. Nothing
+    without workers, in a worker, or without root."""
+    if is_xdist_worker(config) or xdist_workers(config) == 0 or os.geteuid() != 0:
+        return
+    stack = contextlib.ExitStack()
+    stack.enter_context(lab_session(list(up_args) + ["--slots", str(xdist_workers(config))]))
+    config.llmserve_lab = stack
+
+
+def xdist_lab_unconfigure(config):
+    stack = getattr(config, "llmserve_lab", None)
+    if stack is not None:
+        config.llmserve_lab = None
+        stack.close()
+
+
+def long_files_first(config, items, first):
+    """From ``pytest_collection_modifyitems`` under pytest-xdist: the test files named in ``first`` (longest first)
+    before the others, each file's tests in their order, so that no worker is left alone with a long file at the end."""
+    if xdist_workers(config) or is_xdist_worker(config):
+        rank = dict((name, i) for i, name in enumerate(first))
+        items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
+
+
+@contextlib.contextmanager
+def session_lab(config, up_args=(), **kwargs):
+    """The lab for a test session or module: in a pytest-xdist worker, its slot of the lab the controller brought up
+    (xdist_lab_configure); else ``lab_session(up_args)``. Yields what ``labctl.py up`` printed ('' in a worker)."""
+    if is_xdist_worker(config):
+        yield ""
+        return
+    with lab_session(up_args, **kwargs) as out:
+        yield out
+
+
 def run_playbook(name, args=(), bin_dir=None, timeout=600):
-    """``ansible-playbook playbooks/NAME.yml -i inventories/lab ARGS`` from ``bin_dir`` (default: this interpreter's),
+    """``ansible-playbook playbooks/NAME.yml -i inventories/lab ARGS`` (this process's slot of it) from ``bin_dir`` (default: this interpreter's),
     its reports written to a new folder -> ``(rc, output, {host: report})``."""
     bin_dir = bin_dir or os.path.dirname(os.path.abspath(sys.executable))
     report_dir = tempfile.mkdtemp(prefix="llmserve-%s-" % name)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(CHECKOUT, ".tmp", "collections"),
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
-    argv = [os.path.join(bin_dir, "ansible-playbook"), "playbooks/%s.yml" % name, "-i", "inventories/lab"]
+    argv = [os.path.join(bin_dir, "ansible-playbook"), "playbooks/%s.yml" % name, "-i", slot_inventory()]
     argv += list(args) + ["-e", "sglang_report_dir=" + report_dir]
     cp = subprocess.run(argv, cwd=CHECKOUT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     reports = {}

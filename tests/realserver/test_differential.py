@@ -34,7 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
 sys.path.insert(0, os.path.join(CHECKOUT, ".tmp", "collections"))
-from labsession import lab_session  # noqa: E402  pylint: disable=wrong-import-position
+from labsession import lab_host, session_lab  # noqa: E402  pylint: disable=wrong-import-position
+from conftest import emit  # noqa: E402  pylint: disable=wrong-import-position
 # pylint: disable-next=wrong-import-position
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log  # noqa: E402
 
@@ -131,8 +132,18 @@ def common_endpoints(fake, real, phases=("after_fault", "stopped")):
             other.pop(endpoint, None)
 
 
+def free_gpu01():
+    """The scenarios start on a host that serves nothing: under pytest-xdist this file's slot may have run another
+    file's deploys before (whose server would hold gpu01's one GPU and make the fake's start fail for lack of memory)."""
+    cp = subprocess.run(LABCTL + ["ssh", lab_host("gpu01"), "--",
+                                  "systemctl stop sglang.service; systemctl reset-failed sglang.service; "
+                                  "nvidia-smi --query-compute-apps=pid --format=csv,noheader"],
+                        capture_output=True, text=True, timeout=300, check=False)
+    assert cp.stdout.strip() == "", "gpu01 still has GPU processes: %s %s" % (cp.stdout, cp.stderr)
+
+
 def observe(impl, scenario):
-    cp = subprocess.run(LABCTL + ["ssh", "gpu01", "--", "/usr/bin/python3 %s/diff_probe.py --python %s --model %s "
+    cp = subprocess.run(LABCTL + ["ssh", lab_host("gpu01"), "--", "/usr/bin/python3 %s/diff_probe.py --python %s --model %s "
                                   "--scenario %s" % (HERE, IMPLS[impl], MODEL, scenario)],
                         capture_output=True, text=True, timeout=900, check=False)
     assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
@@ -156,13 +167,13 @@ def summary(obs):
 
 
 @pytest.fixture(scope="module")
-def lab():
+def lab(request):
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
-    with lab_session(["--real-sglang", "gpu01", "--gpu-count", "1"]):
+    with session_lab(request.config, ["--real-sglang", "gpu01", "--gpu-count", "1"]):
+        free_gpu01()
         yield
-    print("\n================ fake vs real SGLang 0.5.23 (same host, same argv, same unit settings)")
-    print("\n".join(RESULTS))
+    emit("fake vs real SGLang 0.5.23 (same host, same argv, same unit settings)", RESULTS)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
