@@ -76,3 +76,14 @@ def show(scenario, host, cand, real_line):
 def evidence_text(cand):
     ev = cand.get("evidence") or ""
     return ev if isinstance(ev, str) else " ".join(ev)
+
+
+def deploy_falls_back(extra):
+    """deploy.yml on gpu01 with ``extra``, which must end serving the known-good configuration as the fallback;
+    -> (gpu01's report, its candidates by name)."""
+    rc, out, reports = playbook("deploy", extra, limit="gpu01")
+    assert rc == 0, out[-4000:]
+    rep = reports["gpu01"]
+    assert rep["final_state"] == "serving" and rep["selected"] == "known-good", out[-3000:]
+    assert rep["fallback_used"] is True
+    return rep, by_name(rep)

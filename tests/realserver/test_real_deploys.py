@@ -32,7 +32,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 # pylint: disable-next=wrong-import-position
 from labsession import BRIDGE, bridge_server, recap  # noqa: E402
 # pylint: disable-next=wrong-import-position
-from realserver import CHECKOUT, RESULTS, by_name, evidence_text, journal_line, playbook, show, ssh  # noqa: E402
+from realserver import (CHECKOUT, RESULTS, by_name, deploy_falls_back, evidence_text, journal_line, playbook,  # noqa: E402
+                        show, ssh)
 # pylint: disable-next=wrong-import-position
 from ansible_collections.llmserve.sglang.plugins.module_utils._systemd import parse_show  # noqa: E402
 
@@ -245,12 +246,7 @@ ARGCHECK = {
 
 
 def test_sglang_argument_checks_refuse_then_known_good_serves(lab):  # pylint: disable=unused-argument,redefined-outer-name
-    rc, out, reports = playbook("deploy", ARGCHECK, limit="gpu01")
-    assert rc == 0, out[-4000:]
-    rep = reports["gpu01"]
-    cands = by_name(rep)
-    assert rep["final_state"] == "serving" and rep["selected"] == "known-good", out[-3000:]
-    assert rep["fallback_used"] is True
+    rep, cands = deploy_falls_back(ARGCHECK)
     for name, (source, message, signature) in REFUSED.items():
         cand = cands[name]
         assert (cand["outcome"], cand["reason"]) == ("failed", "crashed"), cand

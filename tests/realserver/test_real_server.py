@@ -41,8 +41,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 # pylint: disable-next=wrong-import-position
 from labsession import recap  # noqa: E402
 # pylint: disable-next=wrong-import-position
-from realserver import (INJECTED_TRTLLM, RESULTS, by_name, evidence_text, journal_line, playbook, show,  # noqa: E402
-                        ssh, traceback_before)
+from realserver import (INJECTED_TRTLLM, RESULTS, by_name, deploy_falls_back, evidence_text, journal_line,  # noqa: E402
+                        playbook, show, ssh, traceback_before)
 # pylint: disable-next=wrong-import-position
 from ansible_collections.llmserve.sglang.plugins.module_utils._systemd import parse_show  # noqa: E402
 
@@ -63,12 +63,7 @@ SINGLE = {
 
 
 def test_faults_then_known_good_serves(lab):  # pylint: disable=unused-argument,redefined-outer-name
-    rc, out, reports = playbook("deploy", SINGLE, limit="gpu01")
-    assert rc == 0, out[-4000:]
-    rep = reports["gpu01"]
-    cands = by_name(rep)
-    assert rep["final_state"] == "serving" and rep["selected"] == "known-good", out[-3000:]
-    assert rep["fallback_used"] is True
+    rep, cands = deploy_falls_back(SINGLE)
 
     s1 = cands["trtllm-forced"]
     assert (s1["outcome"], s1["reason"]) == ("failed", "crashed"), s1
