@@ -67,6 +67,8 @@ REALSERVER_WORKERS ?= 2
 GATES_SIDE := lint sanity units fake-sglang docs-lint importer
 GATES_LAB := molecule lab-tests suite realserver awx-tests compat
 GATES := $(GATES_SIDE) $(GATES_LAB)
+# the lab lane's order for make test; A+B: those gates at once, each on its own slot of one lab (tests/ci/run_gates.py)
+LAB_LANE := molecule lab-tests suite realserver awx-tests+compat
 
 # $(call need,tool[,venv-bin-dir]) -- fail with the exact command to run when a tool is missing.
 define need
@@ -189,7 +191,7 @@ test: ## make setup, then every gate (the lab's in sequence, the others beside t
 	echo "setup-real-sglang: in the background, log $(LOG_DIR)/setup-real-sglang.log"; \
 	"$(PYTHON)" tests/lab/realsglang/install.py --python "$(PYTHON)" > "$(LOG_DIR)/setup-real-sglang.log" 2>&1 & \
 	installing=$$!; \
-	"$(PYTHON)" tests/ci/run_gates.py --log-dir "$(LOG_DIR)" --make "$(MAKE)" --side "$(GATES_SIDE)" --lab "$(GATES_LAB)"; \
+	"$(PYTHON)" tests/ci/run_gates.py --log-dir "$(LOG_DIR)" --make "$(MAKE)" --side "$(GATES_SIDE)" --lab "$(LAB_LANE)"; \
 	rc=$$?; \
 	wait "$$installing" || true; \
 	exit $$rc

@@ -23,7 +23,10 @@ import pytest
 import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lab"))
-from labsession import lab_session  # noqa: E402  pylint: disable=wrong-import-position
+from labsession import lab_session, slot_inventory, slot_ips  # noqa: E402  pylint: disable=wrong-import-position
+
+# this process's copy of the lab's hosts (slot 0 unless tests/ci/run_gates.py runs the gate on another slot)
+IPS = slot_ips({"gpu01": "10.77.0.11", "ct129": "10.77.0.13"})
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(os.path.dirname(HERE))
@@ -42,7 +45,7 @@ def ssh(ip, cmd):
 
 def lab_inventory():
     """inventories/lab as one file, as AWX holds it: hosts + group variables, no key path (env/ssh_key carries it)."""
-    with open(os.path.join(CHECKOUT, "inventories", "lab", "hosts.yml"), encoding="utf-8") as handle:
+    with open(os.path.join(slot_inventory(), "hosts.yml"), encoding="utf-8") as handle:
         inv = yaml.safe_load(handle)
     group_vars = {}
     for path in glob.glob(os.path.join(CHECKOUT, "inventories", "lab", "group_vars", "*.yml")):
@@ -141,7 +144,7 @@ def test_set_stats_artifacts(good_run):  # pylint: disable=redefined-outer-name
     assert len(stats) == 1
     deploy = stats[0]["event_data"]["artifact_data"]["sglang_deploy"]
     assert set(deploy) == {"gpu01", "ct129"}
-    ips = {"gpu01": "10.77.0.11", "ct129": "10.77.0.13"}
+    ips = IPS
     for host, data in deploy.items():
         assert data["final_state"] == "serving", data
         assert data["selected"], data
@@ -160,14 +163,14 @@ def test_api_key_in_no_event_and_no_artifact(good_run):  # pylint: disable=redef
     assert any(path.endswith("stdout") for path, _text in files)
     assert not [path for path, text in files if API_KEY in text]
     # ... and it did reach the host, where it belongs (0600 env file)
-    assert API_KEY in ssh("10.77.0.11", "cat /etc/llmserve/sglang.env")
+    assert API_KEY in ssh(IPS["gpu01"], "cat /etc/llmserve/sglang.env")
 
 
 @pytest.mark.parametrize("bad", [{"sglang_port": 70000}, {"sglang_selection": "bogus"}],
                          ids=["port-70000", "selection-bogus"])
 def test_bad_survey_value_fails_before_any_change(good_run, tmp_path_factory, bad):  # pylint: disable=redefined-outer-name
     _good, _base, report_dir = good_run
-    before = ssh("10.77.0.11", "sha256sum %s; systemctl show -p ActiveState,MainPID sglang.service" % UNIT)
+    before = ssh(IPS["gpu01"], "sha256sum %s; systemctl show -p ActiveState,MainPID sglang.service" % UNIT)
     base = str(tmp_path_factory.mktemp("awx-bad") / "pdd")
     run = launch(base, survey_answers(report_dir, **bad))
     assert run.status == "failed" and run.rc != 0
@@ -179,5 +182,5 @@ def test_bad_survey_value_fails_before_any_change(good_run, tmp_path_factory, ba
     assert failed and all(e["event_data"]["play"].startswith("Preflight") for e in failed)
     assert list(bad)[0] in json.dumps([e["event_data"].get("res") for e in failed])
     assert not [e for e in events if e.get("event") == "playbook_on_stats" and e["event_data"]["artifact_data"]]
-    after = ssh("10.77.0.11", "sha256sum %s; systemctl show -p ActiveState,MainPID sglang.service" % UNIT)
+    after = ssh(IPS["gpu01"], "sha256sum %s; systemctl show -p ActiveState,MainPID sglang.service" % UNIT)
     assert before == after

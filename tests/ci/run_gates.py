@@ -9,7 +9,11 @@ The other lane (lint, sanity, units, ...: no lab) runs beside it at the lowest C
 only takes what the lab lane leaves idle; its output goes to the gates' logs, and a failed gate's log tail is printed
 at the end. Every gate runs whatever the others do; the exit status is 1 when any failed.
 
-    run_gates.py --log-dir DIR --side "lint sanity" --lab "molecule suite" [--make make]
+A lab gate written ``A+B`` is a group: the lab lane brings up one lab with a slot for each (``labctl.py up --slots
+N``, under the lab lock) and runs them at once, each on its own slot (``LLMSERVE_LAB_SLOT``; ``LLMSERVE_LAB_PROVIDED=1``
+tells their lab sessions that the lab is up and held), the first with its output on the console.
+
+    run_gates.py --log-dir DIR --side "lint sanity" --lab "molecule suite awx-tests+compat" [--make make]
 """
 
 from __future__ import absolute_import, division, print_function
@@ -46,12 +50,12 @@ def last_summary_line(log_path):
     return found
 
 
-def run_gate(make, gate, log_path, live, nice=False):
+def run_gate(make, gate, log_path, live, nice=False, env=None):
     """``make GATE`` with its output in log_path (and on the console when ``live``) -> (passed, seconds)."""
     argv = ([] if not nice else ['nice', '-n', '19']) + [make, gate]
     start = time.time()
     with open(log_path, 'w', encoding='utf-8') as log:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
         for raw in proc.stdout:
             line = raw.decode('utf-8', 'replace')
             log.write(line)
@@ -63,8 +67,40 @@ def run_gate(make, gate, log_path, live, nice=False):
     return rc == 0, time.time() - start
 
 
+def group(make, gates, log_dir, results):
+    """Lab gates at once, each on its own slot of one lab brought up (and held) here."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'lab'))
+    from labsession import lab_session  # pylint: disable=import-outside-toplevel
+
+    def one(slot, gate):
+        env = dict(os.environ, LLMSERVE_LAB_PROVIDED='1', LLMSERVE_LAB_SLOT=str(slot))
+        log_path = os.path.join(log_dir, gate + '.log')
+        if slot:
+            say('[slot %d of the lab] %s: started (log %s)' % (slot, gate, log_path))
+        passed, seconds = run_gate(make, gate, log_path, slot == 0, env=env)
+        results[gate] = (passed, seconds, last_summary_line(log_path))
+        if slot:
+            say('[slot %d of the lab] %s: %s in %.0f s' % (slot, gate, 'PASSED' if passed else 'FAILED', seconds))
+
+    say('\n================================================================ %s (at once, a slot each)' % ' + '.join(gates))
+    try:
+        with lab_session(['--slots', str(len(gates))]):
+            threads = [threading.Thread(target=one, args=(slot, gate)) for slot, gate in enumerate(gates)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    except AssertionError as e:     # the lab did not come up: every gate of the group failed
+        say('the lab did not come up: %s' % e)
+        for gate in gates:
+            results.setdefault(gate, (False, 0.0, 'the lab did not come up'))
+
+
 def lane(make, gates, log_dir, live, results, nice=False):
     for gate in gates:
+        if '+' in gate:
+            group(make, gate.split('+'), log_dir, results)
+            continue
         if live:
             say('\n================================================================ %s' % gate)
         else:
@@ -103,8 +139,8 @@ def main(argv=None):
     beside.start()
     lane(a.make, lab, a.log_dir, True, results)
     beside.join()
-    lines, failed = summary(side + lab, results, a.log_dir)
-    for gate in side:
+    lines, failed = summary(side + [g for gate in lab for g in gate.split('+')], results, a.log_dir)
+    for gate in side + [g for gate in lab if '+' in gate for g in gate.split('+')[1:]]:
         if not results.get(gate, (False,))[0]:
             say('\n---------------------------------------------------------------- %s (last 60 lines of its log)' % gate)
             with open(os.path.join(a.log_dir, gate + '.log'), encoding='utf-8', errors='replace') as handle:

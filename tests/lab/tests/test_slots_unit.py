@@ -80,3 +80,11 @@ def test_long_files_first_only_side_by_side():
     items = [_Item(n) for n in names]
     labsession.long_files_first(_Config(None, worker=True), items, ("test_c.py",))
     assert [i.fspath for i in items][0] == "/t/test_c.py"          # a worker orders as its controller does
+
+
+def test_a_provided_lab_is_used_as_it_is(monkeypatch):
+    """Under tests/ci/run_gates.py's group the lab is up and held: a session neither brings it up nor takes it down
+    (labctl here would fail: /bin/false)."""
+    monkeypatch.setenv("LLMSERVE_LAB_PROVIDED", "1")
+    with labsession.lab_session(labctl=["/bin/false"]) as out:
+        assert out == ""
