@@ -29,7 +29,7 @@ CHECKOUT = os.path.dirname(os.path.dirname(HERE))
 KEY = "/var/tmp/llmserve-lab/ssh/id_ed25519"
 sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
 # pylint: disable-next=wrong-import-position
-from labsession import (long_files_first, session_lab, slot, slot_inventory, slot_ips, xdist_lab_configure,  # noqa: E402
+from labsession import (lab_session, long_files_first, slot, slot_inventory, slot_ips, xdist_lab_configure,  # noqa: E402
                         xdist_lab_unconfigure)
 
 # this process's copy of the lab's hosts (slot 0 unless pytest-xdist runs it as worker gwK) and the inventory to them
@@ -202,12 +202,12 @@ def pytest_unconfigure(config):
 
 
 @pytest.fixture(scope="session")
-def lab_up(request):
+def lab_up():
     """The lab, up once for the session under the lab lock (nothing deployed yet); under pytest-xdist this worker's
     slot of the lab the controller brought up."""
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
-    with session_lab(request.config):
+    with lab_session():
         yield
 
 

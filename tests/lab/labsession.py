@@ -28,6 +28,8 @@ LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py"
 # One lab per machine: whatever brings it up, uses it or takes it down holds this flock from start to end.
 LOCK = "/var/tmp/llmserve-lab.lock"
 BRIDGE = "10.77.0.1"  # the controller's address on the lab bridge llmlab0 (the lab's hosts reach it)
+# set to 1 by whoever brought up a lab of slots and holds it for its children: their lab_session uses it as it is
+PROVIDED = "LLMSERVE_LAB_PROVIDED"
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -54,6 +56,9 @@ def lab_host(name, k=None):
     return slot_name(name, slot() if k is None else k)
 
 
+_SLOT_INVENTORIES = {}   # slot -> its inventory, written once per process
+
+
 def slot_inventory(k=None):
     """inventories/lab for slot ``k``: the inventory itself for slot 0, else a copy (same host names) whose every
     ``ansible_host`` is the address of that host's copy in the slot; -> its directory."""
@@ -61,6 +66,8 @@ def slot_inventory(k=None):
     src = os.path.join(CHECKOUT, "inventories", "lab")
     if k == 0:
         return src
+    if k in _SLOT_INVENTORIES:
+        return _SLOT_INVENTORIES[k]
     dest = os.path.join(tempfile.mkdtemp(prefix="llmserve-lab-slot%d-" % k), "lab")
     shutil.copytree(src, dest)
     path = os.path.join(dest, "hosts.yml")
@@ -69,6 +76,7 @@ def slot_inventory(k=None):
     text = re.sub(r"(ansible_host:\s*)(\d+\.\d+\.\d+\.\d+)", lambda m: m.group(1) + slot_ip(m.group(2), k), text)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
+    _SLOT_INVENTORIES[k] = dest
     return dest
 
 
@@ -141,8 +149,9 @@ def lab_session(up_args=(), labctl=None, up_timeout=240, down_timeout=240):
 
     ``up_args``: more arguments for ``labctl.py up`` (``["--real-sglang", "--gpu-count", "1"]``); ``labctl``: the argv
     that runs labctl.py (default LABCTL)."""
-    if os.environ.get("LLMSERVE_LAB_PROVIDED") == "1":
-        # tests/ci/run_gates.py brought the lab up with a slot for each gate it runs at once, and holds it (and the lock)
+    if os.environ.get(PROVIDED) == "1":
+        # a parent brought the lab up with a slot for each of its children and holds it (and the lock):
+        # tests/ci/run_gates.py for gates run at once, xdist_lab_configure for pytest-xdist's workers
         yield ""
         return
     labctl = list(labctl or LABCTL)
@@ -167,12 +176,14 @@ def is_xdist_worker(config):
 
 def xdist_lab_configure(config, up_args=()):
     """From a conftest's ``pytest_configure``: under pytest-xdist, the run's controller holds the lab lock and brings up
-    a lab of one slot per worker (``labctl.py up --slots N`` + ``up_args``) until ``xdist_lab_unconfigure``. Nothing
-    without workers, in a worker, or without root."""
+    a lab of one slot per worker (``labctl.py up --slots N`` + ``up_args``) until ``xdist_lab_unconfigure``; the
+    workers it starts inherit PROVIDED, so that their lab sessions use their slot of it. Nothing without workers, in a
+    worker, or without root."""
     if is_xdist_worker(config) or xdist_workers(config) == 0 or os.geteuid() != 0:
         return
     stack = contextlib.ExitStack()
     stack.enter_context(lab_session(list(up_args) + ["--slots", str(xdist_workers(config))]))
+    os.environ[PROVIDED] = "1"
     config.llmserve_lab = stack
 
 
@@ -180,6 +191,7 @@ def xdist_lab_unconfigure(config):
     stack = getattr(config, "llmserve_lab", None)
     if stack is not None:
         config.llmserve_lab = None
+        os.environ.pop(PROVIDED, None)
         stack.close()
 
 
@@ -191,20 +203,9 @@ def long_files_first(config, items, first):
         items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
 
 
-@contextlib.contextmanager
-def session_lab(config, up_args=(), **kwargs):
-    """The lab for a test session or module: in a pytest-xdist worker, its slot of the lab the controller brought up
-    (xdist_lab_configure); else ``lab_session(up_args)``. Yields what ``labctl.py up`` printed ('' in a worker)."""
-    if is_xdist_worker(config):
-        yield ""
-        return
-    with lab_session(up_args, **kwargs) as out:
-        yield out
-
-
 def run_playbook(name, args=(), bin_dir=None, timeout=600):
-    """``ansible-playbook playbooks/NAME.yml -i inventories/lab ARGS`` (this process's slot of it) from ``bin_dir`` (default: this interpreter's),
-    its reports written to a new folder -> ``(rc, output, {host: report})``."""
+    """``ansible-playbook playbooks/NAME.yml -i inventories/lab ARGS`` (this process's slot of it) from ``bin_dir``
+    (default: this interpreter's), its reports written to a new folder -> ``(rc, output, {host: report})``."""
     bin_dir = bin_dir or os.path.dirname(os.path.abspath(sys.executable))
     report_dir = tempfile.mkdtemp(prefix="llmserve-%s-" % name)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(CHECKOUT, ".tmp", "collections"),

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
 # pylint: disable-next=wrong-import-position
-from labsession import (is_xdist_worker, long_files_first, session_lab, xdist_lab_configure,  # noqa: E402
+from labsession import (is_xdist_worker, lab_session, long_files_first, xdist_lab_configure,  # noqa: E402
                         xdist_lab_unconfigure, xdist_workers)
 
 # what the files' labs need: the real SGLang beside the fake one on gpu01 and ct129, one GPU per host
@@ -76,7 +76,7 @@ def lab(request):
     if check.returncode != 0:
         pytest.fail("the real SGLang is not installed: run `make setup` (%s)" % check.stdout.strip())
     from realserver import RESULTS  # pylint: disable=import-outside-toplevel
-    with session_lab(request.config, UP_ARGS):
+    with lab_session(UP_ARGS):
         yield
     emit("real-server gate (%s): what the collection reported / what SGLang 0.5.23 logged"
          % os.path.basename(str(request.node.fspath)), list(RESULTS))

@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
 sys.path.insert(0, os.path.join(CHECKOUT, ".tmp", "collections"))
-from labsession import lab_host, session_lab  # noqa: E402  pylint: disable=wrong-import-position
+from labsession import lab_host, lab_session  # noqa: E402  pylint: disable=wrong-import-position
 from conftest import emit  # noqa: E402  pylint: disable=wrong-import-position
 # pylint: disable-next=wrong-import-position
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log  # noqa: E402
@@ -167,10 +167,10 @@ def summary(obs):
 
 
 @pytest.fixture(scope="module")
-def lab(request):
+def lab():
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
-    with session_lab(request.config, ["--real-sglang", "gpu01", "--gpu-count", "1"]):
+    with lab_session(["--real-sglang", "gpu01", "--gpu-count", "1"]):
         free_gpu01()
         yield
     emit("fake vs real SGLang 0.5.23 (same host, same argv, same unit settings)", RESULTS)
