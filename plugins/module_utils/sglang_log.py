@@ -25,17 +25,21 @@ import signal as signal_mod
 READY_LINE = 'The server is fired up and ready to roll!'
 # Multi-node: a rank other than 0 serves no API and never logs READY_LINE; when its schedulers are ready it starts a
 # dummy health server and logs this instead (rank 0 and a single host never do), so either line means "ready".
-# 0.5.23 (utils/common.py): "Dummy health check server started in background thread at HOST:PORT";
-# older releases: "Starting dummy health check server at HOST:PORT", "Dummy health check server scheduled".
+# 0.5.23 (srt/utils/common.py:3684): "Dummy health check server started in background thread at HOST:PORT", seen
+# in the real two-node group's journal (tests/realserver); older releases only, never 0.5.23: "Starting dummy health
+# check server at HOST:PORT", "Dummy health check server scheduled".
 MEMBER_READY_LINES = ('Dummy health check server started in background thread at',
                       'Starting dummy health check server at', 'Dummy health check server scheduled')
 
 # Start-up milestones, in the order SGLang reaches them.  name -> regex.  Each matches the line of 0.5.23 and
 # the one of older releases:
-#   init_parallel     "Init parallel begin." (0.5.23)           / "Init torch distributed begin." (older)
+#   init_parallel     "Init parallel begin." (0.5.23, srt/distributed/bootstrap.py:115; in the real server's journal,
+#                     tests/realserver/test_differential.py) / "Init torch distributed begin." (older releases only)
 #   loading_shards    "Loading safetensors checkpoint shards: 50% ..." / "Multi-thread loading shards: 50% ..."
-#   cuda_graph_begin  "Capture target decode CUDA graph begin. backend=..." (0.5.23; also "target prefill",
-#                     "draft decode", ...) / "Capture cuda graph begin." (older); cuda_graph: "... end."
+#   cuda_graph_begin  "Capture target decode CUDA graph begin. backend=..." (0.5.23,
+#                     srt/model_executor/model_runner_components/cuda_graph_setup.py:685; also "target prefill",
+#                     "draft decode", ...; the lab's real server runs on the CPU without CUDA graphs, so only the
+#                     wheel's source shows it) / "Capture cuda graph begin." (older releases only); cuda_graph: "... end."
 #   engine_up         "Engine startup timings (s): ..." (0.5.23: every scheduler is up, before the HTTP server)
 # Not milestones: "Cuda graph is disabled because ...", "Disable prefill CUDA graph because ..." (no "Capture").
 MILESTONES = (
@@ -68,9 +72,10 @@ FATAL_PATTERNS = (
     # SGLang's own hint "a common cause is the OS OOM killer" (case-sensitive on purpose)
     ('oom', re.compile(r'\bOut of memory: Killed process \d+|\bMemory cgroup out of memory: Killed process'
                        r'|\boom-kill:constraint=|\binvoked oom-killer\b|has been killed by the OOM killer')),
-    # NaN: older releases "Detected errors during sampling! NaN in the logits."; 0.5.23 with
-    # SGLANG_ENABLE_NAN_LOGITS_CHECK: the device assert "NaN detected! sampler: next_token_logits", with
-    # SGLANG_SANITIZE_NAN_LOGITS: "NaN detected in sampler: next_token_logits; values were sanitized ..."
+    # NaN: 0.5.23 with SGLANG_ENABLE_NAN_LOGITS_CHECK: the device assert "NaN detected! sampler: next_token_logits"
+    # (srt/utils/async_probe.py:129), with SGLANG_SANITIZE_NAN_LOGITS: "NaN detected in sampler: next_token_logits;
+    # values were sanitized ..." (async_probe.py:41); older releases only, never 0.5.23: "Detected errors during
+    # sampling! NaN in the logits." (sampler.py)
     ('nan', re.compile(r'probability tensor contains either .?inf.?, .?nan.?'
                        r'|NaN in the logits|\bNaN detected\b'
                        r'|\bnan\b[^\n]{0,40}\bdetected\b|\bdetected\b[^\n]{0,40}\bnan\b'

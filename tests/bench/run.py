@@ -456,7 +456,7 @@ class Bench(object):
         return dict((h, now.get(h, 0.0) - before.get(h, 0.0)) for h in hosts)
 
     def p7(self):
-        """tests/bench/p7_screen.py (issue 10), under the lock this run holds."""
+        """tests/bench/p7_screen.py (the screen), under the lock this run holds."""
         p7 = os.path.join(HERE, 'p7_screen.py')
         if not os.path.exists(p7):
             return
