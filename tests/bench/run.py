@@ -53,6 +53,11 @@ sys.path.insert(0, os.path.join(ROOT, 'tests', 'realserver'))
 import benchcompare  # noqa: E402  pylint: disable=wrong-import-position
 
 
+# actions the controller does alone (no module runs on the host)
+CONTROLLER_ACTIONS = ('set_fact', 'debug', 'assert', 'fail', 'include_tasks', 'include_role', 'import_tasks', 'meta',
+                      'validate_argument_spec', 'set_stats', 'report_files', 'include_vars')
+
+
 def log(msg):
     print('[bench %s] %s' % (time.strftime('%H:%M:%S'), msg), flush=True)
 
@@ -368,6 +373,16 @@ class Bench(object):
         out['(start-up, between tasks)'] = wall - tasks_sum
         return wall, server, out, len(rows)
 
+    @staticmethod
+    def task_counts(timing, host):
+        """(tasks, skipped, module runs) of ``host``: a module run is a task that ran a module on the host (not
+        skipped, not an action the controller does alone); an await with progress that called its module more than
+        once counts once."""
+        rows = [t for t in timing['tasks'] if t['host'] == host]
+        skipped = sum(1 for t in rows if t['status'] == 'skipped')
+        modules = sum(1 for t in rows if t['status'] != 'skipped' and t['action'] not in CONTROLLER_ACTIONS)
+        return len(rows), skipped, modules
+
     def p3_p6(self, checkout=ROOT, label=''):
         """P3 and P6 with the collection of ``checkout`` (another checkout: the baseline, its rows marked ``label``)."""
         inv, hosts = self.inventory_8()
@@ -388,8 +403,10 @@ class Bench(object):
                 with open(os.path.join(out1, h + '.json')) as f:
                     self.reports.append(json.load(f))
         wall, server, by_role, ntasks = self.overhead(timing1, hosts[0])
-        self.add('P3', 'collection overhead, 3-candidate deploy over SSH%s (%d tasks; wall %.1f s - servers %.1f s)' % (
-            label, ntasks, wall, server), '%.1f s' % (wall - server), '<= 10 s',
+        ntasks, nskipped, nmodules = self.task_counts(timing1, hosts[0])
+        self.add('P3', 'collection overhead, 3-candidate deploy over SSH%s (%d tasks, %d of them skipped, %d module '
+                 'runs; wall %.1f s - servers %.1f s)' % (label, ntasks, nskipped, nmodules, wall, server),
+                 '%.1f s' % (wall - server), '<= 10 s',
             'by hand: each try is minutes of typing and reading logs', wall - server <= 10)
         if not label:
             self.p3_roles = sorted(by_role.items(), key=lambda kv: -kv[1])

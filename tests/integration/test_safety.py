@@ -15,6 +15,9 @@ import pytest
 
 from conftest import BASE_VARS, CHECKOUT, ENV_FILE, INVENTORY, PLAYBOOK, STATE, UNIT, deploy, playbook_env, ssh
 
+# a lab host's overlay upper layer, read-only (tests/lab/hostboot.sh)
+UPPER = "/run/lab-upper"
+
 KEY = "sk-it-Secret-7f3a9c0e51"
 TOKEN = "hf_itTokenQ81zL0c5"
 TOKEN2 = "wandb-it-5c1e9a77"
@@ -113,15 +116,19 @@ def test_secrets_leak_nowhere(lab, results):  # pylint: disable=unused-argument,
     unit = ssh("gpu01", "cat %s" % UNIT).stdout
     env_stat = ssh("gpu01", "stat -c '%%a %%U:%%G' %s" % ENV_FILE).stdout.strip()
     env_text = ssh("gpu01", "cat %s" % ENV_FILE).stdout
-    # every file written since the deploy began, whatever its mode (the hosts' roots are overlays: nothing else is
-    # new), but the env file, its 0600 copies and the journal
+    # every file written since the deploy began, whatever its mode, but the env file, its 0600 copies and the
+    # journal: the host's root is an overlay whose upper layer (read-only at UPPER) holds exactly the files written
+    # since the host booted, the tmpfs /run and /tmp aside
     pattern = " ".join("-e '%s'" % s for s in secrets)
-    found = ssh("gpu01", "find / -xdev -newer %s -type f ! -path '/var/log/journal/*' ! -path '/run/log/journal/*' "
-                         "! -path /proc -print0 2>/dev/null | xargs -0 -r grep -l -F %s 2>/dev/null || true"
-                % (marker, pattern), timeout=180).stdout.split()
-    found += ssh("gpu01", "find /run /tmp -newer %s -type f ! -path '/run/log/journal/*' -print0 2>/dev/null | "
-                          "xargs -0 -r grep -l -F %s 2>/dev/null || true" % (marker, pattern), timeout=60).stdout.split()
+    found = [f[len(UPPER):] for f in ssh(
+        "gpu01", "find %s -newer %s -type f ! -path '%s/var/log/journal/*' -print0 2>/dev/null "
+                 "| xargs -0 -r grep -l -F %s 2>/dev/null || true" % (UPPER, marker, UPPER, pattern),
+        timeout=120).stdout.split()]
+    found += ssh("gpu01", "find /run /tmp -newer %s -type f ! -path '/run/log/journal/*' ! -path '%s/*' -print0 "
+                          "2>/dev/null | xargs -0 -r grep -l -F %s 2>/dev/null || true" % (marker, UPPER, pattern),
+                 timeout=60).stdout.split()
     copies = sorted(set(found))
+    assert ENV_FILE in copies, "the search did not see the env file the deploy wrote: %s" % copies
     allowed = [f for f in copies if f == ENV_FILE or (f.startswith(STATE + "/") and "env" in os.path.basename(f))]
     modes = dict((f, ssh("gpu01", "stat -c %%a %s" % f).stdout.strip()) for f in allowed)
     leaked = [f for f in copies if f not in allowed]

@@ -40,6 +40,11 @@ mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$M/sys"
 mount -t cgroup2 cgroup2 "$M/sys/fs/cgroup"
 mount -t tmpfs -o "mode=755,nosuid$OWN" tmpfs "$M/run"
 mount -t tmpfs -o "mode=1777,nosuid,nodev$OWN" tmpfs "$M/tmp"
+# the overlay's upper layer, read-only: exactly the files of the root written since the host booted (a test that
+# looks for every file a run wrote reads this instead of walking the whole machine's root through the overlay)
+mkdir -p "$M/run/lab-upper"
+mount --bind "$MNT/rw/upper" "$M/run/lab-upper"
+mount -o remount,bind,ro "$M/run/lab-upper"
 
 # own /dev (never the machine's)
 mount -t tmpfs -o "mode=755,nosuid,size=1m$OWN" "lab-$NAME-dev" "$M/dev"

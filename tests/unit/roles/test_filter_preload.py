@@ -4,7 +4,8 @@
 
 Ansible finds a collection filter by loading the filter files in name order until one has it, and each fork that
 runs a task starts from the main process's loaded plugins: a filter the main process never loaded is loaded and
-compiled again by every fork that uses one (about half of the controller's CPU in a deploy: ``make bench``, P3c). The task's condition must name a filter of the last file, so that every file is loaded."""
+compiled again by every fork that uses one (about half of the controller's CPU in a deploy: ``make bench``,
+P3c). The task's condition must name a filter of the last file, so that every file is loaded."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
