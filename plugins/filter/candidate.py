@@ -13,9 +13,11 @@ from ansible_collections.llmserve.sglang.plugins.module_utils import candidate a
 
 
 def candidate_entry(by_name, candidate, stage, results=None, seconds=None, context=None):
+    """``context``: ``signatures`` (the whole table), else ``extra_signatures`` (the user's, ahead of the shipped
+    table); ``arch``, ``flags``, ``layers`` (module_utils/candidate.py)."""
     context = dict(context or {})
     if context.get('signatures') is None and stage in entries.DIAGNOSED:
-        context['signatures'] = diagnose.load_default()
+        context['signatures'] = diagnose.with_shipped(context.pop('extra_signatures', None))
     try:
         return entries.record(by_name, candidate, stage, results, seconds, context)
     except ValueError as e:

@@ -29,6 +29,34 @@ def load_default():
         return (yaml.safe_load(f) or {}).get('signatures') or []
 
 
+_SHIPPED = []  # the shipped table, checked and compiled (diagnosis.validate), once per process
+
+
+def shipped_table():
+    """The shipped table as diagnosis.validate returns it, read once per process: ansible-playbook's main process
+    reads it when its first task loads the filters (roles/preflight/tasks/main.yml), and every fork inherits it."""
+    if not _SHIPPED:
+        try:
+            _SHIPPED.append(diagnosis.validate(load_default()))
+        except diagnosis.SignatureError as e:
+            raise AnsibleFilterError('diagnose: bad failure signature in %s: %s' % (DEFAULT_SIGNATURES, e))
+    return _SHIPPED[0]
+
+
+def with_shipped(extra):
+    """The user's signatures (checked here, each time) ahead of the shipped table."""
+    try:
+        return diagnosis.validate(list(extra or [])) + shipped_table()
+    except diagnosis.SignatureError as e:
+        raise AnsibleFilterError('diagnose: bad failure signature: %s' % e)
+
+
+try:
+    shipped_table()
+except (AnsibleFilterError, IOError, OSError):  # said again, with the reason, by the first filter that needs it
+    del _SHIPPED[:]
+
+
 def diagnose(entry, signatures=None, results=None, arch=None, candidate=None, phase=None, quantization=None,
              flags=None, sglang_version=None):
     if signatures is None:

@@ -71,7 +71,10 @@ def facts_of(case):
     facts['backend_trial_by_name'] = merge_hash(trial.init_results(plan), case.get('entries') or {})
     facts['backend_trial_candidate'] = [e for e in plan if e['name'] == case['candidate']][0]
     facts['backend_trial_position'] = 1
-    facts['backend_trial_signatures'] = facts.pop('extra_signatures') + copy.deepcopy(SIGNATURES)
+    # the role's context names the user's table (the filter puts the shipped one after it); the reference tasks
+    # pass the whole table
+    facts['backend_trial_extra_signatures'] = facts.pop('extra_signatures')
+    facts['backend_trial_signatures'] = copy.deepcopy(facts['backend_trial_extra_signatures']) + copy.deepcopy(SIGNATURES)
     facts.setdefault('backend_trial_flags', FLAGS)
     facts['backend_trial_context'] = trust_as_template(ROLE_VARS['backend_trial_context'])
     at = datetime.datetime.fromtimestamp(facts.pop('now'))

@@ -33,3 +33,14 @@ def test_the_filter_passes_the_flag_table():
     assert 'flag_notes' not in diagnose_filter.diagnose(case['entry'], TABLE, results=case['results'])
     with pytest.raises(AnsibleFilterError):
         diagnose_filter.diagnose(case['entry'], TABLE, flags=42)
+
+
+def test_with_shipped_puts_the_users_signatures_first_and_reads_the_shipped_table_once():
+    extra = [{'id': 'mine', 'match': {'reason': 'crashed'}, 'explanation': 'x', 'references': [], 'next_step': 'y'}]
+    table = diagnose_filter.with_shipped(extra)
+    assert [s['id'] for s in table[:1]] == ['mine']
+    assert [s['id'] for s in table[1:]] == [s['id'] for s in diagnose_filter.shipped_table()]
+    assert diagnose_filter.shipped_table() is diagnose_filter.shipped_table()  # checked and compiled once
+    assert len(diagnose_filter.with_shipped(None)) == len(diagnose_filter.load_default())
+    with pytest.raises(AnsibleFilterError, match='bad failure signature'):
+        diagnose_filter.with_shipped([{'id': 'x', 'match': {'nope': 1}}])
