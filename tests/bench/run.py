@@ -299,6 +299,9 @@ class Bench(object):
         """
         log('P8: controller CPU of a time-scaled 1-minute and 30-minute load (20x)')
         inv = os.path.join(ROOT, 'inventories', 'lab')
+        # the steps before leave sglang.service serving on gpu01: free its GPUs for the fake server started here
+        self.sh([os.path.join(BIN, 'ansible-playbook'), os.path.join(ROOT, 'playbooks', 'cleanup.yml'), '-i', inv,
+                 '-l', 'gpu01'], 'p8-cleanup', env=self.ansible_env())
         cost = {}
         for minutes, load in ((1, 3), (30, 90)):
             self.sh([os.path.join(BIN, 'ansible-playbook'), os.path.join(HERE, 'await_cost', 'await_cost.yml'), '-i', inv,
@@ -346,7 +349,8 @@ class Bench(object):
 
     @staticmethod
     def overhead(timing, host):
-        """Wall, the fake server's own time (load + ready, answering the smoke/benchmark requests), by role."""
+        """Wall, the fake server's own time (load + ready, answering the smoke/benchmark requests, stopping when the
+        next candidate starts), by role."""
         rows = sorted((t for t in timing['tasks'] if t['host'] == host), key=lambda t: t['start'])
         wall = timing['end'] - timing['start']
         by_role = {}
@@ -360,6 +364,8 @@ class Bench(object):
             s = 0.0
             if t['action'] == 'sglang_launch' and t['status'] == 'ok':
                 fresh = fresh or any(a in ('start', 'restart') for a in res.get('actions') or [])
+                # the previous server's stop (free_gpus): SGLang's own drain and shut-down after SIGTERM
+                s = float((res.get('unit_stop') or {}).get('seconds') or 0)
             elif t['action'] == 'await_server_ready' and t['status'] == 'ok' and res.get('status') != 'loading':
                 # a fresh start: the server's time from its start to the verdict; else only this call's wait
                 s = float(res.get('elapsed') or 0) if fresh else float(res.get('seconds') or 0)

@@ -33,7 +33,7 @@ KEEP = {
     'await_server_ready': ('status', 'elapsed', 'seconds', 'milestone'),
     'smoke_generate': ('ok', 'seconds'),
     'gpu_reset': ('seconds', 'seconds_to_free'),
-    'sglang_launch': ('actions',),
+    'sglang_launch': ('actions', 'unit_stop'),
 }
 
 
