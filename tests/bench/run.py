@@ -412,8 +412,8 @@ class Bench(object):
         ntasks, nskipped, nmodules = self.task_counts(timing1, hosts[0])
         self.add('P3', 'collection overhead, 3-candidate deploy over SSH%s (%d tasks, %d of them skipped, %d module '
                  'runs; wall %.1f s - servers %.1f s)' % (label, ntasks, nskipped, nmodules, wall, server),
-                 '%.1f s' % (wall - server), '<= 10 s',
-            'by hand: each try is minutes of typing and reading logs', wall - server <= 10)
+                 '%.1f s' % (wall - server), '<= 10 s', 'by hand: each try is minutes of typing and reading logs',
+                 wall - server <= 10)
         if not label:
             self.p3_roles = sorted(by_role.items(), key=lambda kv: -kv[1])
         log('P6%s: fresh lab, deploy to all 8 GPU hosts (forks 10)' % label)
