@@ -86,7 +86,8 @@ FATAL_PATTERNS = (
     ('crashed', re.compile(r'Scheduler hit an exception|\b\w+Manager hit an exception|\b\w+ hit an exception'
                            r'|Received sigquit from a child process|SIGQUIT received'
                            r'|Initialization failed\. warmup error|Rank \d+ scheduler is dead'
-                           r'|Child process unexpectedly failed'
+                           # a child's death in 0.5.23 (utils/watchdog.py:217, in the real server's journal): see
+                           # CHILD_EXIT_PATTERNS
                            # uvicorn cannot listen (0.5.23 goes on to a warm-up that fails 2 minutes later)
                            r'|error while attempting to bind on address')),
     ('unhealthy', re.compile(r'Health check failed')),
