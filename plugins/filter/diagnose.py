@@ -54,13 +54,13 @@ def with_shipped(extra):
 try:
     shipped_table()
 except (AnsibleFilterError, IOError, OSError):  # said again, with the reason, by the first filter that needs it
-    del _SHIPPED[:]
+    pass
 
 
 def diagnose(entry, signatures=None, results=None, arch=None, candidate=None, phase=None, quantization=None,
              flags=None, sglang_version=None):
     if signatures is None:
-        signatures = load_default()
+        signatures = shipped_table()
     if isinstance(signatures, dict):
         signatures = signatures.get('signatures') or []
     if results is not None and not isinstance(results, list):

@@ -408,7 +408,7 @@ class Bench(object):
             for h in hosts[:1]:
                 with open(os.path.join(out1, h + '.json')) as f:
                     self.reports.append(json.load(f))
-        wall, server, by_role, ntasks = self.overhead(timing1, hosts[0])
+        wall, server, by_role, dummy = self.overhead(timing1, hosts[0])
         ntasks, nskipped, nmodules = self.task_counts(timing1, hosts[0])
         self.add('P3', 'collection overhead, 3-candidate deploy over SSH%s (%d tasks, %d of them skipped, %d module '
                  'runs; wall %.1f s - servers %.1f s)' % (label, ntasks, nskipped, nmodules, wall, server),
