@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import CHECKOUT, IPS, deploy, snapshot, ssh, serving_pids, gpu_pids
+from conftest import CHECKOUT, IPS, deploy, install_behaviour, snapshot, ssh, serving_pids, gpu_pids
 
 LAB_MODEL = "/models/Qwen3.5-397B-A17B-NVFP4"  # the lab inventory's model folder (tests/lab/labctl.py makes it)
 KG = {"name": "known-good", "moe_runner_backend": "flashinfer_cutlass", "fp4_gemm_backend": "flashinfer_cudnn"}
@@ -301,7 +301,8 @@ def test_group_member_cannot_reach_rank0(lab, results):  # pylint: disable=unuse
 
 
 def test_container_stopped(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
-    """Last of the container cases: a stopped CT restarts from a fresh root, so the baseline there is gone after it."""
+    """Last of the container cases. A lab container restarts from a fresh root, so the suite's behaviour table and
+    baseline go back onto ct129 after it: the files that run after this one in the same worker expect them."""
     before = snapshot("gpu01")
     ssh("pve01", "pct stop 129")
     try:
@@ -310,6 +311,9 @@ def test_container_stopped(lab, results):  # pylint: disable=unused-argument,red
     finally:
         ssh("pve01", "pct start 129", check=False)
     after = snapshot("gpu01")
+    install_behaviour(("ct129",))
+    rc_back, out_back, back = deploy(limit="ct129")
+    assert rc_back == 0 and back["ct129"]["final_state"] == "serving", out_back[-3000:]
     ok = rc != 0 and "container 129 on pve01 is not running" in out and status == "status: stopped" and before == after
     results.add("bad input", "container-stopped", "rc=%s; names the container, says pct start; gpu01 untouched" % rc, ok)
     assert ok, out[-3000:]
