@@ -928,6 +928,18 @@ class App:
                 return
 
 
+# What 0.5.23 logs as it resolves the MoE runner (srt/arg_groups/overrides.py:1528-1552, _moe_runner_fusion_disable)
+MOE_FUSION_WARNINGS = dict(
+    [(r, "LoRA MoE keeps shared experts separate for adapter attachment.")
+     for r in ("lora_triton", "lora_cutedsl", "lora_marlin")]
+    + [("flashinfer_cutedsl", "FlashInfer CuteDSL MoE is enabled. --disable-shared-experts-fusion is automatically set."),
+       ("flashinfer_trtllm", "FlashInfer TRTLLM MoE is enabled. --disable-shared-experts-fusion is automatically set."),
+       ("experimental_sgl_trtllm",
+        "FlashInfer TRTLLM MoE is enabled. --disable-shared-experts-fusion is automatically set."),
+       ("flashinfer_trtllm_routed",
+        "FlashInfer TRTLLM routed MoE is enabled. --disable-shared-experts-fusion is automatically set.")])
+
+
 def main(argv: List[str]) -> None:
     server_args = prepare_server_args(argv)     # argparse errors: exit 2; bad values: AssertionError traceback
     gpu_cfg = bh.gpu_config()
@@ -938,6 +950,9 @@ def main(argv: List[str]) -> None:
     p = decision.params
     if p.get("ignore_sigterm"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    fusion = MOE_FUSION_WARNINGS.get(getattr(server_args, "moe_runner_backend", None))
+    if fusion:
+        log.warning(fusion)
     if getattr(server_args, "disable_cuda_graph", False):
         log.warning("\x1b[1;33m'--disable-cuda-graph' is deprecated and will be removed in a future release. Use "
                     "'--cuda-graph-backend-{decode,prefill}=disabled' instead.\x1b[0m")

@@ -75,6 +75,23 @@ def _sleep(seconds: float) -> None:
         time.sleep(min(left, 0.5))
 
 
+def _load_step(seconds: float, busy: bool) -> None:
+    """One shard's share of the load. ``busy`` (the rank that loads): at least 10 % of a CPU meanwhile, as reading
+    and deserialising weights keeps a real loader busy; its progress bar reaches the journal only when the load ends
+    (below), so a watcher that takes a quiet, idle server for a hung one must see the work."""
+    end = time.monotonic() + max(0.0, seconds)
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        if busy:
+            spin_until = time.thread_time() + min(left, 0.5) * 0.12
+            while time.thread_time() < spin_until and time.monotonic() < end:
+                pass
+            left = end - time.monotonic()
+        time.sleep(max(0.0, min(left, 0.5 * 0.88)))
+
+
 def _hang_forever() -> None:
     while True:
         time.sleep(3600)
@@ -180,6 +197,14 @@ class Rank:
             os.kill(os.getpid(), signal.SIGKILL)
         self.crash(f["phase"], f)
 
+    def load_failure(self, bar: bool) -> None:
+        """A failure inside the load: an exception leaves tqdm's ``with`` block, whose close ends the bar's line; a
+        hang or a kill leaves it open (journald shows an unended line only when the stream closes)."""
+        f = self.plan.get("launch_failure")
+        if bar and f and f["point"] == "load" and f["kind"] not in ("hang", "killed") and self.applies(f):
+            log.raw("\n")
+        self.launch_failure("load")
+
     # --- start-up -----------------------------------------------------------------------------------
     def start(self) -> None:
         p = self.plan
@@ -226,23 +251,27 @@ class Rank:
         shards, load_s = p["shards"], p["load_seconds"]
         fail_frac = (self.plan.get("launch_failure") or {}).get("load_fraction")
         t0 = time.monotonic()
-        if self.rank == 0:                              # global rank 0 only: no bar on nodes >= 1
-            log.raw(f"Loading safetensors checkpoint shards:   0% Completed | 0/{shards} [00:00<?, ?it/s]\n")
+        # 0.5.23's default loader (model_loader/weight_utils.py:1369, tqdm desc "Multi-thread loading shards"): the
+        # bar redraws with "\r" and ends with one "\n" when it closes, so the journal gets the whole bar as one
+        # line when the load ends (as in tests/unit/plugins/module_utils/data/sglang-0.5.23/tp1_realweights_bare.log)
+        bar = self.rank == 0                            # global rank 0 only: no bar on nodes >= 1
+        if bar:
+            log.raw(f"\rMulti-thread loading shards:   0% Completed | 0/{shards} [00:00<?, ?it/s]")
         done_failure = False
         for i in range(1, shards + 1):
-            _sleep(load_s / shards)
-            if self.rank == 0:
+            _load_step(load_s / shards, busy=bar)
+            if bar:
                 el = time.monotonic() - t0
                 rate = i / el if el > 0 else 0.0
                 rem = (shards - i) / rate if rate else 0.0
-                log.raw(f"Loading safetensors checkpoint shards: {int(100 * i / shards):3d}% Completed | {i}/{shards} "
-                        f"[{_mmss(el)}<{_mmss(rem)}, {rate:5.2f}it/s]\n")
+                log.raw(f"\rMulti-thread loading shards: {int(100 * i / shards):3d}% Completed | {i}/{shards} "
+                        f"[{_mmss(el)}<{_mmss(rem)}, {rate:5.2f}it/s]")
             if fail_frac is not None and not done_failure and i / shards >= float(fail_frac) and i < shards:
                 done_failure = True
-                self.launch_failure("load")
+                self.load_failure(bar)
         if fail_frac is not None and not done_failure:
-            self.launch_failure("load")
-        if self.rank == 0:
+            self.load_failure(bar)
+        if bar:
             log.raw("\n")
         weights = p["weights_mib"] / GB
         avail = avail0 - weights
