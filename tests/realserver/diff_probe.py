@@ -16,6 +16,10 @@ Scenarios:
   sched_killed_serving  the same, then its scheduler is SIGKILLed (as by the OOM killer) while serving
   killed_at_start       the scheduler is SIGKILLed at start (LAB_SCENARIO=killed with flashinfer_trtllm on SM120)
   crash_first_forward   flashinfer_trtllm forced on SM120: its MoE kernel raises at the first forward
+  crash_after_requests  the known-good configuration serves, then the kernel raises on its second /generate
+                        (LAB_SCENARIO=crash_serving; no health checks are asked): /generate is asked until an
+                        answer fails (at most 4 times)
+  sigterm_in_flight     the known-good configuration serves, is stopped while a 256-token /generate is in flight
 """
 
 from __future__ import absolute_import, division, print_function
@@ -48,7 +52,11 @@ SCENARIOS = {
     # without CUDA graphs on both, so that the first forward is the warm-up request on both (the real server on the
     # CPU never captures graphs; the fake, like SGLang on a GPU, would run its first forward in the capture)
     "crash_first_forward": (TRTLLM + ["--disable-cuda-graph"], {}),
+    "crash_after_requests": (KNOWN_GOOD, {"LAB_SCENARIO": "crash_serving"}),
+    "sigterm_in_flight": (KNOWN_GOOD, {}),
 }
+PROMPT = {"text": "The capital city of France is", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}
+LONG = {"text": "Tell me a long story.", "sampling_params": {"max_new_tokens": 256, "temperature": 0, "ignore_eos": True}}
 
 
 def code(path, timeout=1.0, body=None):
@@ -125,7 +133,9 @@ def main():
     state_box = {"phase": "starting", "done": False}
 
     def health_poll():
-        while not state_box["done"]:
+        # crash_after_requests counts requests: each health check is a generation, which the real server counts
+        # (the lab's plugin counts prefills) and the fake does not, so that scenario asks none
+        while not state_box["done"] and a.scenario != "crash_after_requests":
             for path in HEALTH:
                 ph = state_box["phase"]
                 got = code(path, timeout=3.0)
@@ -135,6 +145,7 @@ def main():
     poller = threading.Thread(target=health_poll, daemon=True)
     poller.start()
     answer = None
+    in_flight = []     # the answer to the request in flight at the stop (sigterm_in_flight)
     while time.time() - started < a.timeout:
         now = time.time() - started
         state = show(unit, "ActiveState", "MainPID")
@@ -151,12 +162,29 @@ def main():
                 phase, ready_at = "serving", now
                 state_box["phase"] = phase
                 serving_shape = shape(plist)
-                codes = dict((p, code(p, timeout=30.0)) for p in ENDPOINTS + HEALTH)
+                codes = dict((p, code(p, timeout=30.0)) for p in ENDPOINTS + (
+                    HEALTH if a.scenario != "crash_after_requests" else ()))
                 timeline.append((round(time.time() - started, 2), phase, codes, serving_shape, "active"))
-                body = json.dumps({"text": "The capital city of France is",
-                                   "sampling_params": {"max_new_tokens": 8, "temperature": 0}}).encode()
-                answer = code("/generate", timeout=60, body=body)
-                if a.scenario == "serve_stop":
+                answer = code("/generate", timeout=60, body=json.dumps(PROMPT).encode())
+                if a.scenario == "crash_after_requests":
+                    for _ in range(3):
+                        if answer != "200":
+                            break
+                        answer = code("/generate", timeout=60, body=json.dumps(PROMPT).encode())
+                    phase = "after_fault"
+                    state_box["phase"] = phase
+                elif a.scenario == "sigterm_in_flight":
+                    flight = threading.Thread(target=lambda: in_flight.append(
+                        code("/generate", timeout=120, body=json.dumps(LONG).encode())), daemon=True)
+                    flight.start()
+                    time.sleep(0.5)
+                    t0 = time.time()
+                    subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
+                    stop_s = round(time.time() - t0, 2)
+                    flight.join(130)
+                    phase = "stopped"
+                    state_box["phase"] = phase
+                elif a.scenario == "serve_stop":
                     t0 = time.time()
                     subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
                     stop_s = round(time.time() - t0, 2)
@@ -186,7 +214,8 @@ def main():
     print(json.dumps({"scenario": a.scenario, "python": a.python, "argv": argv, "env": env, "props": props,
                       "journal": journal.splitlines(), "timeline": timeline, "ready_at": ready_at,
                       "fault_at": fault_at, "ended_at": round(ended, 2), "stop_s": stop_s,
-                      "serving_shape": serving_shape, "generate": answer}))
+                      "serving_shape": serving_shape, "generate": answer,
+                      "in_flight": in_flight[0] if in_flight else None}))
 
 
 if __name__ == "__main__":

@@ -8,16 +8,20 @@ gpu01 of a ``--real-sglang`` lab has both: the fake (``/root/ml-env/bin/python3`
 real SGLang 0.5.23 (``tests/realserver/vars.yml``). ``diff_probe.py`` plays each scenario on the host with one of
 them, in a transient unit with the collection's unit settings and the argv it renders, and records:
 
-- the journal, read as the collection reads it (``sglang_log.classify_line``: milestones, the ready line, fatal
+- the whole journal, line by line (``journal_kinds.py``: each line reduced to its kind, times, numbers, addresses
+  and paths normalised): a kind of line one side prints and the other never does is a difference unless
+  ``journal_kinds.ALLOWED_LINES`` gives the reason;
+- the journal as the collection reads it (``sglang_log.classify_line``: milestones, the ready line, fatal
   markers with their reason and a dead child's exit code, exception lines), in order;
 - how the main process ended and the unit's result (systemd's own lines), and which processes systemd still had
   to kill when it ended (a fake that leaves its children behind would hide a clean-up bug);
 - the processes of the unit while serving, as ``comm<-parent comm``;
 - the status codes of /health, /health_generate, /model_info, /server_info, /v1/models (every 0.25 s) while
   starting (in the order they first appear), once serving, and the last ones after the fault or the stop;
-- the stop's duration (SIGTERM while idle) and how long the main process lingers after its scheduler is killed.
+- the stop's duration (SIGTERM while idle, or with a request in flight, and that request's answer) and how long
+  the main process lingers after its scheduler is killed.
 
-A difference fails the test unless ALLOWED gives it a reason.
+A difference fails the test unless ALLOWED (or ALLOWED_LINES, for the journal's lines) gives it a reason.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -36,13 +40,15 @@ sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
 sys.path.insert(0, os.path.join(CHECKOUT, ".tmp", "collections"))
 from labsession import lab_host, lab_session  # noqa: E402  pylint: disable=wrong-import-position
 from conftest import emit  # noqa: E402  pylint: disable=wrong-import-position
+from journal_kinds import journal_differences, line_kind  # noqa: E402  pylint: disable=wrong-import-position
 # pylint: disable-next=wrong-import-position
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log  # noqa: E402
 
 LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py")]
 IMPLS = {"fake": "/root/ml-env/bin/python3", "real": "/var/lib/llmserve-lab/sglang-0.5.23/bin/python3"}
 MODEL = "/var/lib/llmserve-lab/models/tiny-qwen2-chat"
-SCENARIOS = ("serve_stop", "sched_killed_serving", "killed_at_start", "crash_first_forward")
+SCENARIOS = ("serve_stop", "sched_killed_serving", "killed_at_start", "crash_first_forward", "crash_after_requests",
+             "sigterm_in_flight")
 
 # What may differ, and why. Log tokens the fake logs and the real server on the lab does not (dropped from the
 # fake's sequence before the comparison), and (scenario, aspect) pairs whose difference is explained.
@@ -147,7 +153,13 @@ def observe(impl, scenario):
                                   "--scenario %s" % (HERE, IMPLS[impl], MODEL, scenario)],
                         capture_output=True, text=True, timeout=900, check=False)
     assert cp.returncode == 0, cp.stdout[-2000:] + cp.stderr[-2000:]
-    return json.loads(cp.stdout.strip().splitlines()[-1])
+    obs = json.loads(cp.stdout.strip().splitlines()[-1])
+    if os.environ.get("LLMSERVE_DIFF_KEEP"):
+        # what each side printed, kept for reading (LLMSERVE_DIFF_KEEP=DIR)
+        with open(os.path.join(os.environ["LLMSERVE_DIFF_KEEP"], "%s-%s.json" % (scenario, impl)), "w",
+                  encoding="utf-8") as handle:
+            json.dump(obs, handle, indent=1)
+    return obs
 
 
 def summary(obs):
@@ -159,6 +171,8 @@ def summary(obs):
         # SGLang notices SIGTERM at its sigterm watchdog's next 5-s tick, drains, shuts down: 2.7 s and 6 s seen on
         # the real server idle; the collection's bound is TimeoutStopSec=30
         out["stop (SIGTERM, idle)"] = "within 8 s" if obs["stop_s"] <= 8 else "%.0f s" % obs["stop_s"]
+    if obs.get("in_flight") is not None:
+        out["request in flight at the stop"] = obs["in_flight"]
     if obs["fault_at"] is not None:
         linger = obs["ended_at"] - obs["fault_at"]
         # SGLang: the watchdog's 1-s tick, SIGQUIT, 5 s of sleep before the crash diagnostics, then the kill
@@ -186,6 +200,13 @@ def test_fake_reads_like_the_real(lab, scenario):  # pylint: disable=redefined-o
     for aspect in real:
         if fake.get(aspect) != real[aspect] and (scenario, aspect) not in ALLOWED:
             differ.append("%s:\n    fake: %s\n    real: %s" % (aspect, fake.get(aspect), real[aspect]))
+    unexplained, explained = journal_differences(scenario, seen["fake"]["journal"], seen["real"]["journal"])
+    if unexplained:
+        differ.append("journal lines (journal_kinds.ALLOWED_LINES gives no reason):\n" + "\n".join(
+            "    only %s: %s" % (side, kind[:300]) for side, kind in unexplained))
+    RESULTS.append("%-22s   journal: %d kinds of line on both, %d only on one side with a reason in ALLOWED_LINES" % (
+        "", len(set(filter(None, map(line_kind, seen["fake"]["journal"])))
+                & set(filter(None, map(line_kind, seen["real"]["journal"])))), len(explained)))
     RESULTS.append("%-22s %s" % (scenario, "same on both" if not differ else "DIFFERENT: " + "; ".join(
         d.split(":", 1)[0] for d in differ)))
     RESULTS.append("%-22s   real: %s; %s; log %s" % ("", real["main process"], real["unit result"],

@@ -1,0 +1,100 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Two journals compared line by line (``test_differential.py``): the fake SGLang's and the real 0.5.23's for the
+same scenario. Stdlib only, so that the unit tests check the comparison itself (tests/unit/test_journal_kinds.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+import re
+
+# The whole journal, line by line: each line is reduced to its kind (timestamps, numbers, addresses, the python
+# and site-packages paths, whitespace runs normalised; an HTTP access line to method, path and status), and a kind
+# one side prints and the other never does is a difference unless a row here says why. A row: (side that prints
+# it, pattern on the normalised line, the scenarios it holds for or None for all, the reason).
+LAB_CPU = ("the lab's real server runs on the CPU (the lab's GPU plugin maps GPU-only choices to CPU ones): "
+           "SGLang's and torch's CPU-platform lines")
+GPU_CRASH = ("a kernel exception on a GPU leaves the failing rank wedged, so SGLang 0.5.23 runs its crash-dump "
+             "wait (py-spy, CUDA coredump, tokenizer_manager.py), which the fake plays; on the lab's CPU the "
+             "plugin's exception returns, the rank exits and SGLang finds no live scheduler")
+GPU_FRAMES = ("the fake prints the kernel's own call path (each frame sourced in tests/lab/behaviour/default.yml); "
+              "the lab's real server raises from its plugin's forward wrapper")
+ALLOWED_LINES = [
+    ("real", r"^\[\] llmlab_gpu: |SITE/llmlab_gpu/|^ raise _gpu_error\(p\)$", None,
+     "the lab's GPU plugin in the real server (tests/lab/realsglang/plugin): its own lines and the frame it raises "
+     "from, not SGLang's"),
+    ("real", r"support AWQ currently|support GGUF quantization currently|Triton is not supported on current platform"
+             r"|SGLANG_CPU_OMP_THREADS_BIND|init_threads_binding|init_cpu_threads_env|Cuda graph is disabled because "
+             r"of using torch native attention|Cannot detect CUDA architecture|Ignore import error when loading"
+             r"|Disable prefill CUDA graph because cuda_graph_config resolved|available_cpu_mem=|cpu graph: ", None,
+     LAB_CPU),
+    ("fake", r"available_gpu_mem=|cuda graph: ", None, "the same lines as a GPU prints them (" + LAB_CPU + ")"),
+    ("fake", r"Capture target decode CUDA graph (begin|end)\.", None,
+     "the lab's real server runs on the CPU, where the lab's GPU plugin turns CUDA graphs off; SGLang 0.5.23 on a "
+     "GPU logs these two lines before 'Engine startup timings', as the fake does"),
+    ("real", r"\[c10d\] The hostname of the client socket cannot be retrieved", None,
+     "torch's c10d on a lab host, whose name no resolver knows (the lab has no DNS)"),
+    ("real", r"Fail to set RLIMIT_NOFILE", None, "the lab host's hard limit of open files is below what SGLang asks"),
+    ("real", r"Attention backend not specified\. Use \w+ backend by default\.", None,
+     "the default depends on the arch and the model (srt/arg_groups/overrides.py:1127-1139); the fake resolves no "
+     "attention backend"),
+    ("real", r"Using default HuggingFace chat template", None,
+     "the tokenizer's own chat template (srt/parser/template_manager.py:202); the fake reads no tokenizer"),
+    ("real", r"Init Unified Radix Cache\.|Tree cache initialized: ", None,
+     "the prefix cache SGLang builds depends on the model's layers (srt/mem_cache/registry.py:293); the fake builds "
+     "none"),
+    ("real", r"Using fallback token IDs for yes/no", None,
+     "the lab's 662-token model has no one-token 'yes' and 'no' (srt/entrypoints/openai/serving_rerank.py:48)"),
+    ("real", r"FastAPIDeprecationWarning: ORJSONResponse is deprecated|original_handler\(ORJSONRequest", None,
+     "FastAPI's own warning (the FastAPI release installed beside SGLang); the fake serves HTTP with the standard "
+     "library"),
+    ("real", r"No live scheduler processes found", ("crash_first_forward",), GPU_CRASH),
+    ("fake", r"Pyspy failed|All pyspy dump attempts failed|CUDA user-triggered coredump is not enabled"
+             r"|CUDA coredump pipe not found|Waiting N seconds for CUDA coredumps", ("crash_first_forward",), GPU_CRASH),
+    ("fake", r"^ ", ("crash_first_forward", "crash_after_requests"), GPU_FRAMES),
+]
+_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d((?: [A-Z]{2}\d+)*)\] ")
+_ACCESS = re.compile(r'INFO:\s+\S+ - "(\w+) (\S+) HTTP/[\d.]+" (\d+)')
+_NORMALISE = ((re.compile(r"\x1b\[[\d;]*m"), ""),
+              (re.compile(r"/\S*?/site-packages/"), "SITE/"),
+              # the fake's package is on the path from the checkout, where Python's warnings name its files
+              (re.compile(r"/\S*?/tests/lab/fake_sglang/"), "SITE/"),
+              (re.compile(r"/\S*?/lib/python3\.\d+/"), "STDLIB/"),
+              (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+              (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "ADDR"),
+              (re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?"), "N"),
+              (re.compile(r"\s+"), " "))
+
+
+def line_kind(line):
+    """A journal line reduced to its kind, or None for a blank one."""
+    if not line.strip():
+        return None
+    found = _PREFIX.match(line)
+    head = ""
+    if found:
+        head = "[%s] " % re.sub(r"\d+", "N", found.group(1)).strip()
+        line = line[found.end():]
+    access = _ACCESS.search(line)
+    if access:
+        return head + "HTTP %s %s %s" % access.groups()
+    if line.startswith("server_args="):
+        return head + "server_args={...}"
+    for pattern, repl in _NORMALISE:
+        line = pattern.sub(repl, line)
+    return head + line.rstrip()
+
+
+def journal_differences(scenario, fake_lines, real_lines):
+    """The kinds of line one side prints and the other does not: (unexplained, explained), each a list of
+    (side, kind[, reason])."""
+    kinds = {"fake": set(), "real": set()}
+    for side, lines in (("fake", fake_lines), ("real", real_lines)):
+        kinds[side] = set(k for k in (line_kind(x) for x in lines) if k is not None)
+    unexplained, explained = [], []
+    for side, other in (("fake", "real"), ("real", "fake")):
+        for kind in sorted(kinds[side] - kinds[other]):
+            reason = [r for s, pat, only, r in ALLOWED_LINES
+                      if s == side and (only is None or scenario in only) and re.search(pat, kind)]
+            (explained if reason else unexplained).append((side, kind) + tuple(reason[:1]))
+    return unexplained, explained
