@@ -20,6 +20,7 @@ Scenarios:
                         (LAB_SCENARIO=crash_serving; no health checks are asked): /generate is asked until an
                         answer fails (at most 4 times)
   sigterm_in_flight     the known-good configuration serves, is stopped while a 256-token /generate is in flight
+  hang_at_load          the load never ends (LAB_SCENARIO=hang_load): stopped 10 s after "Load weight begin"
 """
 
 from __future__ import absolute_import, division, print_function
@@ -54,7 +55,9 @@ SCENARIOS = {
     "crash_first_forward": (TRTLLM + ["--disable-cuda-graph"], {}),
     "crash_after_requests": (KNOWN_GOOD, {"LAB_SCENARIO": "crash_serving"}),
     "sigterm_in_flight": (KNOWN_GOOD, {}),
+    "hang_at_load": (KNOWN_GOOD, {"LAB_SCENARIO": "hang_load"}),
 }
+HUNG_FOR = 10.0    # hang_at_load: seconds of silence after "Load weight begin" before the stop
 PROMPT = {"text": "The capital city of France is", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}
 LONG = {"text": "Tell me a long story.", "sampling_params": {"max_new_tokens": 256, "temperature": 0, "ignore_eos": True}}
 
@@ -105,6 +108,11 @@ def shape(plist):
     return sorted("%s<-%s" % (comm, by_pid.get(ppid, "")) for _pid, ppid, comm in plist)
 
 
+def journal_text(invocation):
+    return subprocess.run(["journalctl", "_SYSTEMD_INVOCATION_ID=%s" % invocation, "-o", "cat", "--no-pager"],
+                          capture_output=True, text=True, check=False).stdout
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", required=True)
@@ -144,7 +152,7 @@ def main():
 
     poller = threading.Thread(target=health_poll, daemon=True)
     poller.start()
-    answer = None
+    answer, load_begin = None, None
     in_flight = []     # the answer to the request in flight at the stop (sigterm_in_flight)
     while time.time() - started < a.timeout:
         now = time.time() - started
@@ -155,10 +163,18 @@ def main():
         if state.get("ActiveState") in ("inactive", "failed"):
             break
         state_box["phase"] = phase
+        if a.scenario == "hang_at_load" and phase == "starting":
+            if load_begin is None and "Load weight begin" in journal_text(invocation):
+                load_begin = now
+            if load_begin is not None and now - load_begin >= HUNG_FOR:
+                t0 = time.time()
+                subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
+                stop_s = round(time.time() - t0, 2)
+                phase = "stopped"
+                state_box["phase"] = phase
+                continue
         if phase == "starting" and codes["/v1/models"] == "200":
-            log = subprocess.run(["journalctl", "_SYSTEMD_INVOCATION_ID=%s" % invocation, "-o", "cat", "--no-pager"],
-                                 capture_output=True, text=True, check=False).stdout
-            if "The server is fired up and ready to roll!" in log:
+            if "The server is fired up and ready to roll!" in journal_text(invocation):
                 phase, ready_at = "serving", now
                 state_box["phase"] = phase
                 serving_shape = shape(plist)
@@ -167,7 +183,7 @@ def main():
                 timeline.append((round(time.time() - started, 2), phase, codes, serving_shape, "active"))
                 answer = code("/generate", timeout=60, body=json.dumps(PROMPT).encode())
                 if a.scenario == "crash_after_requests":
-                    for _ in range(3):
+                    for _again in range(3):
                         if answer != "200":
                             break
                         answer = code("/generate", timeout=60, body=json.dumps(PROMPT).encode())
@@ -201,8 +217,7 @@ def main():
         time.sleep(0.25)
     state_box["done"] = True
     time.sleep(1.0)  # journald's last lines
-    journal = subprocess.run(["journalctl", "_SYSTEMD_INVOCATION_ID=%s" % invocation, "-o", "cat", "--no-pager"],
-                             capture_output=True, text=True, check=False).stdout
+    journal = journal_text(invocation)
     # systemd's own lines about this invocation: how the main process ended, the unit's result (a unit that ended
     # cleanly is unloaded at once, so `systemctl show` no longer has them)
     manager = subprocess.run(["journalctl", "INVOCATION_ID=%s" % invocation, "_PID=1", "-o", "cat", "--no-pager"],

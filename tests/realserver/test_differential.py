@@ -48,7 +48,7 @@ LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py"
 IMPLS = {"fake": "/root/ml-env/bin/python3", "real": "/var/lib/llmserve-lab/sglang-0.5.23/bin/python3"}
 MODEL = "/var/lib/llmserve-lab/models/tiny-qwen2-chat"
 SCENARIOS = ("serve_stop", "sched_killed_serving", "killed_at_start", "crash_first_forward", "crash_after_requests",
-             "sigterm_in_flight")
+             "sigterm_in_flight", "hang_at_load")
 
 # What may differ, and why. Log tokens the fake logs and the real server on the lab does not (dropped from the
 # fake's sequence before the comparison), and (scenario, aspect) pairs whose difference is explained.
@@ -64,7 +64,13 @@ ALLOWED_LEFT = {
                           "tracker's own exit when its pipe closes (the same scenario on the real server showed it "
                           "left for systemd once and gone before once)",
 }
-ALLOWED = {}
+ALLOWED = {
+    ("hang_at_load", "left for systemd"):
+        "a stop during the launch ends only the main process (no SIGTERM handler yet); its children die of "
+        "PR_SET_PDEATHSIG (utils/common.py:3432) while systemd sends SIGKILL to what is left of the unit, so which "
+        "processes and threads systemd still finds is a race on both sides (the real scheduler, holding torch and "
+        "about 30 threads, exits slower than the fake's)",
+}
 RESULTS = []
 
 
@@ -170,7 +176,7 @@ def summary(obs):
     if obs["stop_s"] is not None:
         # SGLang notices SIGTERM at its sigterm watchdog's next 5-s tick, drains, shuts down: 2.7 s and 6 s seen on
         # the real server idle; the collection's bound is TimeoutStopSec=30
-        out["stop (SIGTERM, idle)"] = "within 8 s" if obs["stop_s"] <= 8 else "%.0f s" % obs["stop_s"]
+        out["stop (SIGTERM)"] = "within 8 s" if obs["stop_s"] <= 8 else "%.0f s" % obs["stop_s"]
     if obs.get("in_flight") is not None:
         out["request in flight at the stop"] = obs["in_flight"]
     if obs["fault_at"] is not None:

@@ -479,6 +479,21 @@ def test_hang_in_capture(server, tmp_path):
     assert "Capture target decode CUDA graph end" not in lg and "Uvicorn" not in lg
 
 
+def test_hang_at_load_start_leaves_the_bar_open(server, tmp_path):
+    """load_fraction 0: the rank stops as the first shard's weights arrive; its bar is drawn at 0 % with no newline
+    (a journal shows it only when the stream closes), and nothing after it is logged."""
+    t = write_table(tmp_path / "t.yml", [{"behaviour": "hang", "params": {"at": "load", "load_fraction": 0}}])
+    s = server([], table=t, env={"FAKE_SGLANG_LOAD_SECONDS": "1"})
+    s.wait_log("Load weight begin")
+    time.sleep(2.5)
+    assert s.proc.poll() is None
+    with open(s.log_path, "rb") as f:
+        raw = f.read()
+    assert re.search(rb"Load weight begin[^\n]*\n\rMulti-thread loading shards:   0% Completed \| 0/\d+ "
+                     rb"\[00:00<\?, \?it/s\]$", raw), raw[-200:]
+    assert b"Load weight end" not in raw
+
+
 def test_hang_after_ready_health_times_out(server, tmp_path):
     t = write_table(tmp_path / "t.yml", [{"behaviour": "hang", "params": {"at": "after_requests", "requests": 0}}])
     s = server([], table=t, env={"SGLANG_HEALTH_CHECK_TIMEOUT": "1"})

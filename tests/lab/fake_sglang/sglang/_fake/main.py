@@ -969,12 +969,9 @@ def main(argv: List[str]) -> None:
         kill_tree_and_self(app.live_children())
 
     def launch_sigterm(signum, frame):
-        """No handler in the real launch phase: SIGTERM ends the main process, the children follow (PDEATHSIG)."""
-        for pid in app.live_children():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """No handler in the real launch phase: SIGTERM ends the main process and nothing more; its children die of
+        PR_SET_PDEATHSIG (utils/common.py:3432), or systemd kills what is left of the unit (seen on the real server:
+        systemd's "Killing process N (sglang::schedul) with signal SIGKILL" lines after a stop during the load)."""
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
 

@@ -197,11 +197,11 @@ class Rank:
             os.kill(os.getpid(), signal.SIGKILL)
         self.crash(f["phase"], f)
 
-    def load_failure(self, bar: bool) -> None:
+    def load_failure(self, drawn: bool) -> None:
         """A failure inside the load: an exception leaves tqdm's ``with`` block, whose close ends the bar's line; a
         hang or a kill leaves it open (journald shows an unended line only when the stream closes)."""
         f = self.plan.get("launch_failure")
-        if bar and f and f["point"] == "load" and f["kind"] not in ("hang", "killed") and self.applies(f):
+        if drawn and f and f["point"] == "load" and f["kind"] not in ("hang", "killed") and self.applies(f):
             log.raw("\n")
         self.launch_failure("load")
 
@@ -254,13 +254,15 @@ class Rank:
         # 0.5.23's default loader (model_loader/weight_utils.py:1369, tqdm desc "Multi-thread loading shards"): the
         # bar redraws with "\r" and ends with one "\n" when it closes, so the journal gets the whole bar as one
         # line when the load ends (as in tests/unit/plugins/module_utils/data/sglang-0.5.23/tp1_realweights_bare.log)
-        bar = self.rank == 0                            # global rank 0 only: no bar on nodes >= 1
-        if bar:
+        drawn = self.rank == 0                          # the bar: global rank 0 only, none on nodes >= 1
+        if drawn:
             log.raw(f"\rMulti-thread loading shards:   0% Completed | 0/{shards} [00:00<?, ?it/s]")
-        done_failure = False
+        done_failure = fail_frac is not None and float(fail_frac) <= 0
+        if done_failure:                                # load_fraction 0: as the first shard's weights arrive
+            self.load_failure(drawn)
         for i in range(1, shards + 1):
-            _load_step(load_s / shards, busy=bar)
-            if bar:
+            _load_step(load_s / shards, busy=drawn)
+            if drawn:
                 el = time.monotonic() - t0
                 rate = i / el if el > 0 else 0.0
                 rem = (shards - i) / rate if rate else 0.0
@@ -268,10 +270,10 @@ class Rank:
                         f"[{_mmss(el)}<{_mmss(rem)}, {rate:5.2f}it/s]")
             if fail_frac is not None and not done_failure and i / shards >= float(fail_frac) and i < shards:
                 done_failure = True
-                self.load_failure(bar)
+                self.load_failure(drawn)
         if fail_frac is not None and not done_failure:
-            self.load_failure(bar)
-        if bar:
+            self.load_failure(drawn)
+        if drawn:
             log.raw("\n")
         weights = p["weights_mib"] / GB
         avail = avail0 - weights

@@ -250,6 +250,22 @@ def _hang(why):
         time.sleep(3600)
 
 
+def _trap_weights(action):
+    """A fault during the load: SGLang's own load has begun ("Load weight begin" logged, its weight bar drawn at
+    0 % without a newline) and ``action`` strikes as the first shard's weights arrive. 0.5.23 reads safetensors
+    through ``buffered_multi_thread_safetensors_weights_iterator`` (model_loader/loader.py:699), named in loader's
+    own namespace."""
+    from sglang.srt.model_loader import loader  # pylint: disable=import-outside-toplevel
+    orig = loader.buffered_multi_thread_safetensors_weights_iterator
+
+    def iterator(*a, **kw):
+        for item in orig(*a, **kw):
+            action()
+            yield item
+
+    loader.buffered_multi_thread_safetensors_weights_iterator = iterator
+
+
 def _gpu_error(params):
     """The GPU kernel's exception, raised from inside the real call (its class and text from the table: ``CLASS:
     text`` with CLASS RuntimeError, ValueError or torch.AcceleratorError, any other text as a RuntimeError's;
@@ -304,11 +320,9 @@ def _install_faults(decision):
     orig_load = runner.load_model
 
     def load_model(self, *a, **kw):
-        if (beh == "killed" and at == "load") or (beh == "hang" and at == "load"):
-            time.sleep(float(p.get("delay_seconds") or 0))
-            if beh == "killed":
-                _sigkill("at load")
-            _hang("at load")
+        if beh in ("killed", "hang") and at == "load":
+            _trap_weights(lambda: (time.sleep(float(p.get("delay_seconds") or 0)),
+                                   _sigkill("at load") if beh == "killed" else _hang("at load")))
         busy = float(p.get("silent_busy_seconds") or 0)
         if busy:
             # a load that works and prints nothing (a tqdm bar without newline, a first start's JIT compile)
