@@ -44,11 +44,11 @@ SYSTEMD_PROPS = ('MainPID', 'ExecMainPID', 'ActiveState', 'SubState', 'Result', 
 #   tree_every   how often the ranks (schedulers, detokenizers) are looked at in /proc (_proctree.RankWatch); the
 #                wait reads the log at least this often while it watches them;
 #   tree_scan    how often the unit's processes are searched for new ranks;
-#   rank_linger  after a rank's death, how long the log is still read (for SGLang's own lines about it) before the
-#                verdict; SGLang's watchdog logs the death 0 to 1 s after it, so a longer read catches its line more
-#                often and delays every such verdict as much.
+#   rank_linger  after a rank's death, how long the log is still read before the verdict: lines already on their
+#                way (a traceback the rank wrote as it died) join the evidence. The death itself is the evidence;
+#                SGLang's watchdog logs it 0 to 1 s later (its line joins when it comes within this read).
 TIMING = {'fatal_grace': 0.5, 'fatal_quiet': 0.15, 'drain_min': 0.15, 'drain_max': 0.8, 'traceback_grace': 1.5,
-          'probe_grace': 2.0, 'tree_every': 0.1, 'tree_scan': 0.5, 'rank_linger': 0.2}
+          'probe_grace': 2.0, 'tree_every': 0.1, 'tree_scan': 0.5, 'rank_linger': 0.1}
 
 CLD_EXITED = 1
 CLD_KILLED = 2

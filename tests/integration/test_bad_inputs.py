@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import CHECKOUT, IPS, deploy, install_behaviour, snapshot, ssh, serving_pids, gpu_pids
+from conftest import CHECKOUT, IPS, deploy, install_behaviour, snapshot, ssh, serving_pids, gpu_pids, wait_for
 
 LAB_MODEL = "/models/Qwen3.5-397B-A17B-NVFP4"  # the lab inventory's model folder (tests/lab/labctl.py makes it)
 KG = {"name": "known-good", "moe_runner_backend": "flashinfer_cutlass", "fp4_gemm_backend": "flashinfer_cudnn"}
@@ -311,6 +311,9 @@ def test_container_stopped(lab, results):  # pylint: disable=unused-argument,red
     finally:
         ssh("pve01", "pct start 129", check=False)
     after = snapshot("gpu01")
+    # the container boots again: its sshd answers, and its boot ends, before the baseline goes back
+    assert wait_for(lambda: ssh("ct129", "systemctl is-system-running --wait >/dev/null 2>&1; true",
+                                check=False).returncode == 0, 120, 1), "ct129 did not come back after pct start"
     install_behaviour(("ct129",))
     rc_back, out_back, back = deploy(limit="ct129")
     assert rc_back == 0 and back["ct129"]["final_state"] == "serving", out_back[-3000:]

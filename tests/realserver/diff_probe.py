@@ -152,7 +152,7 @@ def main():
 
     poller = threading.Thread(target=health_poll, daemon=True)
     poller.start()
-    answer, load_begin = None, None
+    answer, load_begin, after_answer = None, None, None
     in_flight = []     # the answer to the request in flight at the stop (sigterm_in_flight)
     while time.time() - started < a.timeout:
         now = time.time() - started
@@ -191,13 +191,15 @@ def main():
                     state_box["phase"] = phase
                 elif a.scenario == "sigterm_in_flight":
                     flight = threading.Thread(target=lambda: in_flight.append(
-                        code("/generate", timeout=120, body=json.dumps(LONG).encode())), daemon=True)
+                        (code("/generate", timeout=120, body=json.dumps(LONG).encode()), time.time())), daemon=True)
                     flight.start()
                     time.sleep(0.5)
                     t0 = time.time()
                     subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
                     stop_s = round(time.time() - t0, 2)
                     flight.join(130)
+                    # the drain: how long the stop went on after the request in flight had its answer
+                    after_answer = round(t0 + stop_s - max(t0, in_flight[0][1]), 2) if in_flight else None
                     phase = "stopped"
                     state_box["phase"] = phase
                 elif a.scenario == "serve_stop":
@@ -230,7 +232,7 @@ def main():
                       "journal": journal.splitlines(), "timeline": timeline, "ready_at": ready_at,
                       "fault_at": fault_at, "ended_at": round(ended, 2), "stop_s": stop_s,
                       "serving_shape": serving_shape, "generate": answer,
-                      "in_flight": in_flight[0] if in_flight else None}))
+                      "in_flight": in_flight[0][0] if in_flight else None, "stop_after_answer": after_answer}))
 
 
 if __name__ == "__main__":

@@ -52,6 +52,17 @@ ALLOWED_LINES = [
     ("fake", r"Pyspy failed|All pyspy dump attempts failed|CUDA user-triggered coredump is not enabled"
              r"|CUDA coredump pipe not found|Waiting N seconds for CUDA coredumps", ("crash_first_forward",), GPU_CRASH),
     ("fake", r"^ ", ("crash_first_forward", "crash_after_requests"), GPU_FRAMES),
+    ("real", r"Gracefully exiting\.\.\. Remaining number of requests N\. Remaining requests remaining_rids=\[\S",
+     ("sigterm_in_flight",),
+     "SGLang's sigterm watchdog reports the requests still running at each 5-s tick: whether a tick comes before "
+     "the request in flight has its answer depends on the decode speed (the real server's CPU decode is slower)"),
+    ("fake", r"Gracefully exiting\.\.\. Remaining number of requests N\. Remaining requests remaining_rids=\[\S",
+     ("sigterm_in_flight",), "the same, when the fake's tick comes first"),
+    ("real", r"resource_tracker: There appear to be N leaked semaphore objects|warnings\.warn\('resource_tracker: ",
+     ("hang_at_load", "killed_at_start", "sched_killed_serving"),
+     "Python's multiprocessing resource tracker (multiprocessing/resource_tracker.py) warns of the semaphores the "
+     "real main process left when it ended without its clean-up; whether it writes before systemd kills it is a "
+     "race; the fake's main process creates no semaphores"),
 ]
 _PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d((?: [A-Z]{2}\d+)*)\] ")
 _ACCESS = re.compile(r'INFO:\s+\S+ - "(\w+) (\S+) HTTP/[\d.]+" (\d+)')
