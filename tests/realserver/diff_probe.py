@@ -108,6 +108,13 @@ def shape(plist):
     return sorted("%s<-%s" % (comm, by_pid.get(ppid, "")) for _pid, ppid, comm in plist)
 
 
+def stop_unit(unit):
+    """``systemctl stop`` the unit; -> (the time it was asked, the seconds the stop took)."""
+    t0 = time.time()
+    subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
+    return t0, round(time.time() - t0, 2)
+
+
 def journal_text(invocation):
     return subprocess.run(["journalctl", "_SYSTEMD_INVOCATION_ID=%s" % invocation, "-o", "cat", "--no-pager"],
                           capture_output=True, text=True, check=False).stdout
@@ -167,9 +174,7 @@ def main():
             if load_begin is None and "Load weight begin" in journal_text(invocation):
                 load_begin = now
             if load_begin is not None and now - load_begin >= HUNG_FOR:
-                t0 = time.time()
-                subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
-                stop_s = round(time.time() - t0, 2)
+                _t0, stop_s = stop_unit(unit)
                 phase = "stopped"
                 state_box["phase"] = phase
                 continue
@@ -194,18 +199,14 @@ def main():
                         (code("/generate", timeout=120, body=json.dumps(LONG).encode()), time.time())), daemon=True)
                     flight.start()
                     time.sleep(0.5)
-                    t0 = time.time()
-                    subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
-                    stop_s = round(time.time() - t0, 2)
+                    t0, stop_s = stop_unit(unit)
                     flight.join(130)
                     # the drain: how long the stop went on after the request in flight had its answer
                     after_answer = round(t0 + stop_s - max(t0, in_flight[0][1]), 2) if in_flight else None
                     phase = "stopped"
                     state_box["phase"] = phase
                 elif a.scenario == "serve_stop":
-                    t0 = time.time()
-                    subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
-                    stop_s = round(time.time() - t0, 2)
+                    _t0, stop_s = stop_unit(unit)
                     phase = "stopped"
                     state_box["phase"] = phase
                 elif a.scenario == "sched_killed_serving":

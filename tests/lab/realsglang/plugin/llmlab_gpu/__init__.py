@@ -319,10 +319,15 @@ def _install_faults(decision):
 
     orig_load = runner.load_model
 
+    def load_fault():
+        time.sleep(float(p.get("delay_seconds") or 0))
+        if beh == "killed":
+            _sigkill("at load")
+        _hang("at load")
+
     def load_model(self, *a, **kw):
         if beh in ("killed", "hang") and at == "load":
-            _trap_weights(lambda: (time.sleep(float(p.get("delay_seconds") or 0)),
-                                   _sigkill("at load") if beh == "killed" else _hang("at load")))
+            _trap_weights(load_fault)
         busy = float(p.get("silent_busy_seconds") or 0)
         if busy:
             # a load that works and prints nothing (a tqdm bar without newline, a first start's JIT compile)
