@@ -44,9 +44,12 @@ SHARED_SETTINGS = (
     ('sglang_disable_custom_all_reduce', 'disable_custom_all_reduce'),
 )
 
-# A rank that dies because a peer went away says so; that is a consequence, not the cause.
+# A rank that dies because a peer went away says so; that is a consequence, not the cause. SGLang 0.5.23 on a peer
+# lost in its load: "other ranks that didn't finish loading" (model_runner_components/load_model_utils.py:393,
+# after gloo's "failed to pass monitoredBarrier").
 PEER_LOSS = re.compile(r'remote process exited|ncclRemoteError|Connection closed by peer|Connection reset by peer'
-                       r'|waiting for clients|client socket has timed out', re.I)
+                       r'|waiting for clients|client socket has timed out'
+                       r"|other ranks that didn't finish loading|failed to pass monitoredBarrier", re.I)
 
 
 def parse_addr(addr):

@@ -212,23 +212,24 @@ class Bench(object):
 
     def p5_real(self):
         """P5 on the real SGLang 0.5.23 serving the known-good configuration: playbooks/benchmark.yml, then
-        SGLang's own bench_serving (random-ids, same lengths and concurrency) on the same server."""
+        SGLang's own bench_serving (random-ids as ids, same lengths and concurrency) on the same server."""
         log('P5 real: the collection\'s load test beside bench_serving on the real server')
         env = dict(self.ansible_env(), ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json')
-        bench = json.dumps({'sglang_benchmark': benchcompare.BENCH})
+        bench = benchcompare.BENCH_P5
         dummy, dummy2, out = self.sh([os.path.join(BIN, 'ansible-playbook'), 'playbooks/benchmark.yml', '-i',
-                                      'inventories/lab', '-l', 'gpu01', '-e', '@' + REAL_VARS, '-e', bench],
+                                      'inventories/lab', '-l', 'gpu01', '-e', '@' + REAL_VARS,
+                                      '-e', json.dumps({'sglang_benchmark': bench})],
                                      'p5real-benchmark', env=env, check=False)
-        dummy, level = benchcompare.collection_result(out, 'gpu01')
-        dummy, dummy2, text = self.sh(LABCTL + ['ssh', 'gpu01', '--', benchcompare.bench_serving_command()],
+        dummy, level = benchcompare.collection_result(out, 'gpu01', bench)
+        dummy, dummy2, text = self.sh(LABCTL + ['ssh', 'gpu01', '--', benchcompare.bench_serving_command(bench)],
                                       'p5real-bench-serving', check=False)
         theirs = benchcompare.bench_serving_result(text) or {}
         diffs = benchcompare.compare(level, theirs)
         met = all(rel is not None and abs(rel) <= benchcompare.TOLERANCE for dummy, dummy2, rel in diffs.values())
         self.add('P5', 'REAL SGLang 0.5.23: load test vs bench_serving (c%d, %d x %d/%d tokens)' % (
-            benchcompare.BENCH['concurrency'][0], benchcompare.BENCH['num_prompts'], benchcompare.BENCH['input_len'],
-            benchcompare.BENCH['output_len']), benchcompare.row(level, theirs),
-            'within %d %%' % (100 * benchcompare.TOLERANCE), 'bench_serving random-ids, same server', met)
+            bench['concurrency'][0], bench['num_prompts'], bench['input_len'], bench['output_len']),
+            benchcompare.row(level, theirs), 'within %d %%' % (100 * benchcompare.TOLERANCE),
+            'bench_serving random-ids (as ids), same server', met)
 
     # ------------------------------------------------------------------ lab phase A: P4, fastest, P2
     def p4_cleanup(self):

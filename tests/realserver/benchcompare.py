@@ -4,8 +4,10 @@
 """The collection's load test beside SGLang 0.5.23's own bench_serving on one serving real server.
 
 Used by the real-server gate (tests/realserver/test_real_server.py) and `make bench` (P5 on the real server). Both
-send random token ids of the model's own vocabulary (bench_serving's ``random-ids``), the same input and output
-lengths (``--random-range-ratio 1``: exact), ``ignore_eos`` and the same concurrency. The collection's load test
+send random token ids of the model's own vocabulary as ids (bench_serving's ``random-ids`` with ``--tokenize-prompt``:
+without it bench_serving sends the text decoded from the ids, which the server tokenizes again into another
+length), the same input and output lengths (``--random-range-ratio 1``: exact), ``ignore_eos`` and the same
+concurrency. The collection's load test
 runs without its GPU sampler here, as bench_serving has none: on the lab the sampler's nvidia-smi is a Python
 program started every 0.5 s on the CPUs the real server computes on, which took a third of the server's throughput.
 """
@@ -15,6 +17,8 @@ from __future__ import absolute_import, division, print_function
 import json
 
 BENCH = {"concurrency": [4], "num_prompts": 16, "input_len": 64, "output_len": 32, "gpu_sampling": False}
+# `make bench` (P5): four times the requests, so that the run lasts seconds rather than a fraction of one
+BENCH_P5 = dict(BENCH, num_prompts=64)
 REAL_PYTHON = "/var/lib/llmserve-lab/sglang-0.5.23/bin/python3"
 MODEL = "/var/lib/llmserve-lab/models/tiny-qwen2-chat"
 # the figures compared, and how far apart they may be (relative to bench_serving's)
@@ -27,7 +31,7 @@ def bench_serving_command(bench=None, port=30000):
     bench = bench or BENCH
     return " ".join([
         REAL_PYTHON, "-m", "sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1", "--port", str(port),
-        "--dataset-name", "random-ids", "--tokenizer", MODEL, "--num-prompts", str(bench["num_prompts"]),
+        "--dataset-name", "random-ids", "--tokenize-prompt", "--tokenizer", MODEL, "--num-prompts", str(bench["num_prompts"]),
         "--random-input-len", str(bench["input_len"]), "--random-output-len", str(bench["output_len"]),
         "--random-range-ratio", "1", "--max-concurrency", str(bench["concurrency"][0]), "--disable-tqdm",
         "--output-file", "/tmp/bench-serving.jsonl", ">/tmp/bench-serving.log", "2>&1;",

@@ -21,6 +21,8 @@ Scenarios:
                         answer fails (at most 4 times)
   sigterm_in_flight     the known-good configuration serves, is stopped while a 256-token /generate is in flight
   hang_at_load          the load never ends (LAB_SCENARIO=hang_load): stopped 10 s after "Load weight begin"
+  rank1_crash_at_load   a two-node group (--dist-init-addr, --node-rank; the probe runs on each node at once): node
+                        1's rank hits a CUDA fault while loading (LAB_SCENARIO=crash_rank1 on both nodes)
 """
 
 from __future__ import absolute_import, division, print_function
@@ -56,6 +58,7 @@ SCENARIOS = {
     "crash_after_requests": (KNOWN_GOOD, {"LAB_SCENARIO": "crash_serving"}),
     "sigterm_in_flight": (KNOWN_GOOD, {}),
     "hang_at_load": (KNOWN_GOOD, {"LAB_SCENARIO": "hang_load"}),
+    "rank1_crash_at_load": (KNOWN_GOOD, {"LAB_SCENARIO": "crash_rank1"}),
 }
 HUNG_FOR = 10.0    # hang_at_load: seconds of silence after "Load weight begin" before the stop
 PROMPT = {"text": "The capital city of France is", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}
@@ -127,13 +130,18 @@ def main():
     ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     ap.add_argument("--unit", default="llmdiff")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--dist-init-addr", help="a two-node group: rank 0's ADDRESS:PORT (--nnodes 2, --tp-size 2)")
+    ap.add_argument("--node-rank", type=int, default=0)
     a = ap.parse_args()
     args, env = SCENARIOS[a.scenario]
     unit = a.unit + ".service"
     subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
     subprocess.run(["systemctl", "reset-failed", unit], capture_output=True, check=False)
     argv = [a.python, "-m", "sglang.launch_server", "--model-path", a.model, "--served-model-name", "tiny",
-            "--tp-size", "1", "--host", "127.0.0.1", "--port", str(PORT), "--quantization", "modelopt_fp4"]
+            "--tp-size", "2" if a.dist_init_addr else "1", "--host", "127.0.0.1", "--port", str(PORT),
+            "--quantization", "modelopt_fp4"]
+    if a.dist_init_addr:
+        argv += ["--nnodes", "2", "--node-rank", str(a.node_rank), "--dist-init-addr", a.dist_init_addr]
     argv += args + ["--disable-custom-all-reduce"]
     run = ["systemd-run", "--unit", a.unit, "-p", "Type=simple", "-p", "KillMode=mixed",
            "-p", "KillSignal=SIGTERM", "-p", "SendSIGKILL=yes", "-p", "TimeoutStopSec=30",

@@ -30,5 +30,5 @@ def test_journal_differences(case):
 
 def test_every_allowed_row_gives_a_side_a_pattern_and_a_reason():
     for side, pattern, only, reason in KINDS.ALLOWED_LINES:
-        assert side in ("fake", "real") and pattern and reason.strip()
+        assert side in ("fake", "real", "either") and pattern and reason.strip()
         assert only is None or all(isinstance(s, str) for s in only)

@@ -4,7 +4,11 @@ scheduler processes where real torch.distributed does it.
 Node 0's first rank (global TP0) hosts the rendezvous store on ``0.0.0.0:PORT`` and waits for the other
 nodes; each other node's first local rank connects to ``HOST:PORT`` (retrying every 0.5 s) and says which
 node it is. Both ends keep that connection for the life of the process group and watch it: when the peer
-goes away (EOF or reset), the watching rank dies with NCCL's remote error, like a collective would; a
+goes away (EOF or reset), the watching rank dies where 0.5.23's next collective over the group's gloo side would
+fail: lost before or during the load, at the monitored barrier after the rank's own load (``barrier_after_load``:
+rank 0 names the ranks that did not pass it, and every rank raises SGLang's "could finish the model loading"); lost
+after that barrier in the launch, at once with the seed broadcast's gloo error; while serving, at once (the idle
+scheduler broadcasts the received requests in every loop); a
 graceful stop of node 0 (its main process's ShutdownReq) is broadcast instead: ``{"shutdown": true}`` to every
 other node, whose first rank then tells its main process and exits 0 (the real nodes >= 1 exit 0 then).
 The other local ranks of a node wait for their first rank through pipes (``init``: the rendezvous is done;
@@ -28,9 +32,12 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from sglang._fake import tracebacks
+from sglang._fake import log, tracebacks
 
 RETRY_SECONDS = 0.5
+# dist_barrier_after_load's monitored barrier (model_runner_components/load_model_utils.py:56, UNBALANCED_MODEL_LOADING_
+# TIMEOUT_S)
+LOAD_BARRIER_SECONDS = 480
 
 
 def parse_init_addr(addr: Optional[str]) -> Tuple[str, Optional[int]]:
@@ -96,7 +103,9 @@ class Dist:
         self.host, self.port, self.timeout = d["host"], d["port"], float(d["timeout"])
         self.first = local == 0
         self.serving = False
-        self.peers: Dict[int, Tuple[socket.socket, _Lines, str]] = {}   # node_rank -> (sock, reader, "ip<port>")
+        self.past_barrier = False                       # past the monitored barrier after the load
+        self.lost_nodes: set = set()                    # nodes lost before it
+        self.peers: Dict[int, Tuple[socket.socket, _Lines, Tuple[str, int]]] = {}   # node_rank -> (sock, reader, addr)
         self.cond = threading.Condition()
         self.loaded: set = set()
         self.world_ready = False
@@ -104,10 +113,10 @@ class Dist:
     # --- rendezvous (init_process_group) ---------------------------------------------------------------
     def init(self) -> None:
         if not self.first:
-            self._close(self.d["init_w"], self.d["loaded_r"])
+            self._close(self.d["init_w"], self.d["loaded_r"], self.d["passed_w"])
             os.read(self.d["init_r"], 1)               # EOF: the first rank died; the parent kills us
             return
-        self._close(self.d["init_r"], self.d["loaded_w"])
+        self._close(self.d["init_r"], self.d["loaded_w"], self.d["passed_r"])
         if self.port is None:
             self.crash("dist_url", "ValueError: Error initializing torch.distributed using tcp:// rendezvous: "
                                    "port number missing")
@@ -120,7 +129,7 @@ class Dist:
             self._join_store()
         os.write(self.d["init_w"], b"x" * (self.local_tp - 1))
         for nr, (sock, lines, peer) in self.peers.items():
-            threading.Thread(target=self._watch, args=(nr, lines, peer), name=f"nccl-peer-{nr}",
+            threading.Thread(target=self._watch, args=(nr, lines, peer), name=f"peer-watch-{nr}",
                              daemon=True).start()
 
     @staticmethod
@@ -168,7 +177,7 @@ class Dist:
             if err:
                 self._reject(conn, err)
                 continue
-            self.peers[int(hello["node_rank"])] = (conn, lines, f"{addr[0]}<{addr[1]}>")
+            self.peers[int(hello["node_rank"])] = (conn, lines, (addr[0], addr[1]))
         for sock, _lines, _peer in self.peers.values():
             _send(sock, {"go": True})
         threading.Thread(target=self._late_joiners, name="tcpstore", daemon=True).start()
@@ -235,9 +244,43 @@ class Dist:
                 self.crash("dist_init", "torch.distributed.DistNetworkError: failed to recv, got 0 bytes")
             if msg.get("go"):
                 peer = sock.getpeername()
-                self.peers[0] = (sock, lines, f"{peer[0]}<{peer[1]}>")
+                self.peers[0] = (sock, lines, (peer[0], peer[1]))
                 return
             self.crash("dist_init", str(msg.get("error") or "torch.distributed.DistStoreError: rejected by the store"))
+
+    # --- the barrier after the load -------------------------------------------------------------------
+    def barrier_after_load(self) -> None:
+        """dist_barrier_after_load (model_runner.py:1406, load_model_utils.py:387): gloo's monitored barrier of the
+        TP group after every rank's load, 480 s. Node 0 (the monitor) waits for every node's load; a node lost
+        before it, or one that does not come in time, fails it: torch names the ranks that did not pass, and SGLang
+        raises its ValueError (as the real 0.5.23 did on the lab when node 1 crashed in its load:
+        tests/unit/plugins/module_utils/data/sglang-0.5.23/nn2_rank1_load_crash_node0.log). A node >= 1 reports
+        its load; node 0 lost before that fails it too. The node's other ranks wait for its first rank's verdict."""
+        if not self.first:
+            if not os.read(self.d["passed_r"], 1):      # EOF: the first rank failed the barrier; the parent kills us
+                while True:
+                    time.sleep(3600)
+            return
+        if self.node_rank >= 1:
+            try:
+                _send(self.peers[0][0], {"loaded": True})
+            except OSError:
+                pass
+        deadline = time.monotonic() + float(self.d["load_barrier"])
+        with self.cond:
+            while (self.node_rank == 0 and len(self.loaded | self.lost_nodes) < len(self.peers)
+                   and time.monotonic() < deadline):
+                self.cond.wait(max(0.0, deadline - time.monotonic()))
+            self.past_barrier = True
+            # node 0: the nodes that did not report their load, or were lost (even after reporting it)
+            missing = sorted(((set(self.peers) - self.loaded) if self.node_rank == 0 else set()) | self.lost_nodes)
+        if not missing:
+            os.write(self.d["passed_w"], b"x" * (self.local_tp - 1))
+            return
+        if self.node_rank == 0:
+            ranks = [r for nr in missing for r in range(nr * self.local_tp, (nr + 1) * self.local_tp)]
+            log.raw(tracebacks.monitored_barrier_lines(self.rank, ranks, LOAD_BARRIER_SECONDS * 1000))
+        self.crash("load_barrier", tracebacks.LOAD_BARRIER_ERROR.format(rank=self.rank))
 
     # --- all nodes loaded (the collectives after load) ---------------------------------------------------
     def barrier_loaded(self) -> None:
@@ -260,12 +303,7 @@ class Dist:
                     _send(sock, {"world_ready": True})
                 except OSError:
                     pass                                # its watcher reports the loss
-        else:
-            sock = self.peers[0][0]
-            try:
-                _send(sock, {"loaded": True})
-            except OSError:
-                pass
+        else:                                           # its load was reported at the barrier after it
             with self.cond:
                 while not self.world_ready:
                     self.cond.wait()
@@ -281,7 +319,7 @@ class Dist:
                 pass
 
     # --- watching the peer ------------------------------------------------------------------------------
-    def _watch(self, node_rank: int, lines: _Lines, peer: str) -> None:
+    def _watch(self, node_rank: int, lines: _Lines, peer: Tuple[str, int]) -> None:
         while True:
             msg = lines.read()
             if msg is None:
@@ -299,7 +337,16 @@ class Dist:
                 self.cond.notify_all()
         if self.shutting_down:
             return
-        self.crash("nccl_serve" if self.serving else "nccl_launch", tracebacks.NCCL_REMOTE_ERROR.format(peer=peer))
+        with self.cond:
+            if not self.serving and not self.past_barrier:
+                self.lost_nodes.add(node_rank)          # barrier_after_load reports it
+                self.cond.notify_all()
+                return
+        if self.serving:
+            self.crash("peer_serve" if self.rank == 0 else "peer_serve_recv",
+                       tracebacks.GLOO_PEER_RESET.format(addr=peer[0], port=peer[1]))
+        self.crash("peer_launch" if self.rank == 0 else "peer_launch_recv",
+                   tracebacks.GLOO_PEER_CLOSED.format(addr=peer[0], port=peer[1]))
 
 
 def make_config(args: Any, local_tp: int, scale: float, nccl_default: Callable[[], int]) -> Dict[str, Any]:
@@ -310,15 +357,17 @@ def make_config(args: Any, local_tp: int, scale: float, nccl_default: Callable[[
         host, port = "127.0.0.1", args.nccl_port or nccl_default()
     init_r, init_w = os.pipe()
     loaded_r, loaded_w = os.pipe()
+    passed_r, passed_w = os.pipe()
     return {"nnodes": int(args.nnodes), "node_rank": int(args.node_rank), "local_tp": local_tp,
             "world": int(args.tp_size or 1), "host": host, "port": port,
-            "timeout": float(args.dist_timeout or 600) * scale,
-            "init_r": init_r, "init_w": init_w, "loaded_r": loaded_r, "loaded_w": loaded_w}
+            "timeout": float(args.dist_timeout or 600) * scale, "load_barrier": LOAD_BARRIER_SECONDS * scale,
+            "init_r": init_r, "init_w": init_w, "loaded_r": loaded_r, "loaded_w": loaded_w,
+            "passed_r": passed_r, "passed_w": passed_w}
 
 
 def close_pipes(d: Optional[Dict[str, Any]]) -> None:
     if d:
-        Dist._close(d["init_r"], d["init_w"], d["loaded_r"], d["loaded_w"])
+        Dist._close(d["init_r"], d["init_w"], d["loaded_r"], d["loaded_w"], d["passed_r"], d["passed_w"])
 
 
 __all__: List[str] = ["Dist", "make_config", "close_pipes", "parse_init_addr"]

@@ -740,21 +740,21 @@ class App:
     def _relay_peer_loss(self) -> None:
         """Fake wiring: a rank that lost its multi-node peer said so before its SIGQUIT; the other local
         ranks' collectives fail as well (each logs its own traceback and exits)."""
-        lost = None
+        lost, error = None, None
         for i, s in enumerate(self.rank_socks):
             try:
                 r, _w, _x = select.select([s], [], [], 0)
                 if r:
                     for line in s.recv(65536).split(b"\n"):
                         if line.startswith(b'{"peer_lost"'):
-                            lost = i
+                            lost, error = i, json.loads(line).get("error")
             except OSError:
                 continue
         if lost is None:
             return
-        self.send_ranks({"cmd": "crash", "phase": "nccl_serve", "rank": "all", "rank_exits": True,
-                         "error": tracebacks.NCCL_REMOTE_ERROR.format(peer="peer")},
-                        ranks=[i for i in range(len(self.rank_socks)) if i != lost])
+        # the other local ranks receive the broadcast that global rank 0 sends
+        self.send_ranks({"cmd": "crash", "phase": "peer_serve_recv", "rank": "all", "rank_exits": True,
+                         "error": error}, ranks=[i for i in range(len(self.rank_socks)) if i != lost])
 
     def dump_requests_before_crash(self) -> None:
         """TokenizerManager.dump_requests_before_crash (without --crash-dump-folder): the crash diagnostics."""

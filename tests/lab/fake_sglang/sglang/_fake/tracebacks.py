@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Dict, List, Optional, Tuple
 
 SITE = f"{sys.prefix}/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
@@ -86,16 +87,57 @@ BASELINE_HEAD: List[Frame] = _MEMORY_BASELINE + [
     (_COMMON, 456, "get_available_gpu_memory", "free_gpu_memory, _ = torch.cuda.mem_get_info(gpu_id)"),
     ("torch/cuda/memory.py", 863, "mem_get_info", "return torch.cuda.cudart().cudaMemGetInfo(device)"),
 ]
-# multi-node, a peer lost during the launch: the collective of the memory baseline (the minimum over all ranks)
-NCCL_LAUNCH_HEAD: List[Frame] = _MEMORY_BASELINE + [
-    (_BOOT, 207, "measure_pre_model_load_memory", "pre_model_load_memory = get_available_gpu_memory("),
-    (_COMMON, 571, "get_available_gpu_memory", "torch.distributed.all_reduce("),
-    _C10D_LOGGED,
-    (_C10D, 3913, "all_reduce", "work.wait()"),
+# multi-node, a peer lost after the barrier that follows the load, during the launch: the next collective,
+# TpModelWorker's broadcast of the random seed over the world's gloo group (managers/tp_worker.py:381, before the
+# scheduler sizes its memory pools; on a GPU as on the CPU: broadcast_pyobj takes the group's CPU side). Global
+# rank 0 sends (utils/common.py:2725), every other rank receives (:2730). The frames as the real 0.5.23 printed them
+# on the lab when node 1 crashed right after its load (tests/unit/plugins/module_utils/data/sglang-0.5.23/
+# nn2_rank1_crash_after_load_node0.log).
+_SEED_BROADCAST: List[Frame] = _NEW_SCHEDULER + [
+    (_SCHED, 568, "__init__", "self.init_model_worker()"),
+    (_SCHED, 1130, "init_model_worker", "self.init_tp_model_worker()"),
+    (_SCHED, 1033, "init_tp_model_worker", "self.tp_worker = TpModelWorker(**worker_kwargs)"),
+    (_TPW, 381, "__init__", "self.random_seed = broadcast_pyobj("),
 ]
-_LOAD_MODEL: List[Frame] = _MODEL_RUNNER + [
+PEER_LAUNCH_HEAD: List[Frame] = _SEED_BROADCAST + [
+    (_COMMON, 2725, "broadcast_pyobj", "dist.broadcast(tensor_size, src=src, group=dist_group)"),
+    _C10D_LOGGED,
+    (_C10D, 3787, "broadcast", "work.wait()"),
+]
+PEER_LAUNCH_RECV_HEAD: List[Frame] = _SEED_BROADCAST + [
+    (_COMMON, 2730, "broadcast_pyobj", "dist.broadcast(tensor_size, src=src, group=dist_group)"),
+    _C10D_LOGGED,
+    (_C10D, 3787, "broadcast", "work.wait()"),
+]
+_INITIALIZE: List[Frame] = _MODEL_RUNNER + [
     (_RUNNER, 499, "__init__", "self.initialize()"),
     (_RUNNER, 715, "initialize", "self.load_model()"),
+]
+# multi-node, a peer lost before or during the load: the monitored barrier after the rank's own load fails (the frames
+# and the error as the real 0.5.23 printed them on the lab, nn2_rank1_load_crash_node0.log)
+LOAD_BARRIER_HEAD: List[Frame] = _INITIALIZE + [
+    (_RUNNER, 1406, "load_model", "dist_barrier_after_load("),
+    ("sglang/srt/model_executor/model_runner_components/load_model_utils.py", 393, "dist_barrier_after_load",
+     "raise ValueError("),
+]
+LOAD_BARRIER_ERROR = ("ValueError: TP rank {rank} could finish the model loading, but there are other ranks that didn't "
+                      "finish loading. It is likely due to unexpected failures (e.g., OOM) or a slow node.")
+
+
+def monitored_barrier_lines(rank: int, failed: List[int], timeout_ms: int) -> str:
+    """What torch's gloo monitored barrier logs on the group's rank 0 (c10 logging, unprefixed on stderr) for the
+    ranks that did not pass it (ProcessGroupGloo.cpp:2948 each, :68 all), as in nn2_rank1_load_crash_node0.log."""
+    now = time.time()
+    head = "[rank%d]:[E%s.%09d " % (rank, time.strftime("%m%d %H:%M:%S", time.localtime(now)),
+                                    int((now % 1) * 1e9))
+    out = ["%sProcessGroupGloo.cpp:2948] [Rank %d]: Rank %d failed to pass monitoredBarrier in %d ms\n"
+           % (head, rank, r, timeout_ms) for r in failed]
+    out.append("%sProcessGroupGloo.cpp:68] [Rank %d]: Ranks %s failed to pass monitoredBarrier in %d ms\n"
+               % (head, rank, ", ".join(str(r) for r in failed), timeout_ms))
+    return "".join(out)
+
+
+_LOAD_MODEL: List[Frame] = _INITIALIZE + [
     (_RUNNER, 1312, "load_model", "loaded = load_model_with_memory_saver("),
     ("sglang/srt/model_executor/model_runner_components/load_model_utils.py", 346, "load_model_with_memory_saver",
      "model = loader.load_model("),
@@ -178,8 +220,10 @@ NAN_ASSERT_HEAD: List[Frame] = _EVENT_LOOP + [
     ("torch/cuda/streams.py", 254, "synchronize", "super().synchronize()"),
 ]
 NAN_MESSAGE = "NaN detected! sampler: next_token_logits"
-# multi-node, a peer lost while serving: the broadcast of the received requests across the ranks
-NCCL_SERVE_HEAD: List[Frame] = _EVENT_LOOP + [
+# multi-node, a peer lost while serving: the broadcast of the received requests across the ranks, idle (no request:
+# global rank 0 sends an empty list, utils/common.py:2715; the others receive, :2730), as in
+# tests/unit/plugins/module_utils/data/sglang-0.5.23/nn2_kill_node0.log
+_RECV_REQUESTS: List[Frame] = _EVENT_LOOP + [
     (_SCHED, 2078, "event_loop_overlap", "self.ingest_requests()"),
     (_SCHED, 2205, "ingest_requests", "self.request_receiver.recv_requests(local_reqs=local_reqs)"),
 ] + _STAGE_METHOD + [
@@ -187,7 +231,14 @@ NCCL_SERVE_HEAD: List[Frame] = _EVENT_LOOP + [
      "recv_reqs = self._broadcast_reqs_across_ranks(recv_reqs, local_reqs)"),
     ("sglang/srt/managers/scheduler_components/request_receiver.py", 206, "_broadcast_reqs_across_ranks",
      "recv_reqs = broadcast_pyobj("),
+]
+PEER_SERVE_HEAD: List[Frame] = _RECV_REQUESTS + [
     (_COMMON, 2715, "broadcast_pyobj", "dist.broadcast(tensor_size, src=src, group=dist_group)"),
+    _C10D_LOGGED,
+    (_C10D, 3787, "broadcast", "work.wait()"),
+]
+PEER_SERVE_RECV_HEAD: List[Frame] = _RECV_REQUESTS + [
+    (_COMMON, 2730, "broadcast_pyobj", "dist.broadcast(tensor_size, src=src, group=dist_group)"),
     _C10D_LOGGED,
     (_C10D, 3787, "broadcast", "work.wait()"),
 ]
@@ -219,12 +270,18 @@ def nan_device_assert_lines(threads: int = 4) -> List[str]:
             f"thread: [{t},0,0] Assertion `{NAN_MESSAGE}` failed.\n" for t in range(threads)]
 
 
-NCCL_REMOTE_ERROR = (
-    "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
-    "remote process exited or there was a network error, NCCL version 2.27.3\n"
-    "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\n"
-    "Last error:\n"
-    "socketProgress: Connection closed by remote peer {peer}")
+# gloo's error for a peer gone (torch's third_party/gloo/gloo/transport/tcp/pair.cc): the peer's connection ended
+# (:561), as the real 0.5.23 printed it on the lab when node 1 crashed right after its load
+# (nn2_rank1_crash_after_load_node0.log);
+# a read reset by the peer (:545), as it printed it when node 1's scheduler was SIGKILLed while serving
+# (nn2_kill_node0.log). {addr} and {port}: the peer's end of the connection.
+GLOO_PEER_CLOSED = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection "
+                    "closed by peer [{addr}]:{port}. This is typically caused by a remote worker crashing. Check the "
+                    "logs of the remote worker before reporting an error. GLHF! \U0001f3d6\ufe0f")
+GLOO_PEER_RESET = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error "
+                   "[{addr}]:{port}: Connection reset by peer. This is typically caused by a remote worker hanging or "
+                   "bugs in the application. Check the logs of the remote worker before reporting an error. GLHF! "
+                   "\U0001f3d6\ufe0f")
 
 
 # --- the model's forward, down to the MoE layer (the rule's frames go on in FusedMoE.run_moe_core) ---------------
@@ -385,15 +442,15 @@ def expand(text: str) -> str:
     return "".join(out)
 
 
-PHASES = ("device", "baseline", "dist_init", "dist_url", "nccl_launch", "init", "load", "capture", "forward",
-          "nan_assert", "nccl_serve")
+PHASES = ("device", "baseline", "dist_init", "dist_url", "load_barrier", "peer_launch", "peer_launch_recv", "init",
+          "load", "capture", "forward", "nan_assert", "peer_serve", "peer_serve_recv")
 
 
 def head(phase: str, model_type: str, loader: str = "default") -> List[Frame]:
     """sglang's own frames of a scheduler failure in ``phase`` (PHASES; anything else is a forward)."""
     heads = {"device": DEVICE_HEAD, "baseline": BASELINE_HEAD, "dist_init": DIST_INIT_HEAD,
-             "dist_url": DIST_URL_HEAD, "nccl_launch": NCCL_LAUNCH_HEAD, "nan_assert": NAN_ASSERT_HEAD,
-             "nccl_serve": NCCL_SERVE_HEAD}
+             "dist_url": DIST_URL_HEAD, "load_barrier": LOAD_BARRIER_HEAD, "peer_launch": PEER_LAUNCH_HEAD, "peer_launch_recv": PEER_LAUNCH_RECV_HEAD,
+             "nan_assert": NAN_ASSERT_HEAD, "peer_serve": PEER_SERVE_HEAD, "peer_serve_recv": PEER_SERVE_RECV_HEAD}
     if phase in heads:
         return heads[phase]
     if phase in ("init", "load"):
@@ -410,9 +467,11 @@ def build(phase: str, model_type: str, frames_text: Optional[str], error: Option
     """A scheduler's traceback: ``head(phase, model_type, loader)``, the rule's frames, the error line;
     ``{site}`` in the frames, the error and the full text stands for the site-packages directory.
     phase: device (the GPU index), baseline (the first CUDA call after the parallel init), dist_init / dist_url
-    (the rendezvous), nccl_launch (a collective during the launch), init (building the model), load (loading
-    its weights), capture (the decode CUDA graph capture), forward (a prefill), nan_assert, nccl_serve (a
-    collective while serving). ``loader``: one of LOADERS, the model loader of init and load."""
+    (the rendezvous), load_barrier (a peer lost before the barrier after the load), peer_launch /
+    peer_launch_recv (a peer lost after it during the launch, on global rank 0 / the others), init (building the
+    model), load (loading its weights), capture (the decode CUDA graph capture), forward (a prefill), nan_assert,
+    peer_serve / peer_serve_recv (a peer lost while serving). ``loader``: one of LOADERS, the model loader of init
+    and load."""
     if full:
         t = full.replace("{site}", SITE)
         return t if t.endswith("\n") else t + "\n"

@@ -152,9 +152,9 @@ class Rank:
         """The collective with another node failed (dist.Dist): the whole node loses its group. While
         serving, tell the main process first so that the other local ranks fail too (their collectives
         break as well), then die like a crash; the process then exits, as the real one did (gloo, CPU run)."""
-        if phase == "nccl_serve":
+        if phase.startswith("peer_serve"):
             try:
-                self.sock.sendall(b'{"peer_lost": %d}\n' % self.rank)
+                self.sock.sendall((json.dumps({"peer_lost": self.rank, "error": error}) + "\n").encode())
             except OSError:
                 pass
         self.crash(phase, {"rank_exits": True}, error)
@@ -248,6 +248,10 @@ class Rank:
         avail0 = p["gpu_total_mib"] / GB - 0.9
         log.info(f"Load weight begin. avail mem={avail0:.2f} GB")
         self.launch_failure("load_begin")
+        if self.dist is not None and self.dist.nnodes > 1:
+            # the logits processor's all-gather, built with the model (layers/logits_processor.py:517): a TP group
+            # across nodes gets none (distributed/device_communicators/triton_symm_mem_ag.py:484-492)
+            log.warning("multimem all-gather disabled because the TP group spans across nodes.")
         shards, load_s = p["shards"], p["load_seconds"]
         fail_frac = (self.plan.get("launch_failure") or {}).get("load_fraction")
         t0 = time.monotonic()
@@ -280,6 +284,8 @@ class Rank:
         self.timings["load_weight"] = time.monotonic() - t0
         log.info(f"Load weight end. elapsed={self.timings['load_weight']:.2f} s, type={p['model_type']}, "
                  f"avail mem={avail:.2f} GB, mem usage={weights:.2f} GB.")
+        if self.dist is not None:
+            self.dist.barrier_after_load()              # every rank's load done (gloo's monitored barrier)
         t_kv = time.monotonic()
         kv = (p["hold_mib"] - p["weights_mib"]) / GB
         tokens = int(kv * 1024 * 1024 * 1024 / (2 * p["kv_bytes_per_token"]))

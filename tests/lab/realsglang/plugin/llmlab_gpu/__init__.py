@@ -321,12 +321,14 @@ def _install_faults(decision):
 
     def load_fault():
         time.sleep(float(p.get("delay_seconds") or 0))
+        if beh == "crash":
+            raise _gpu_error(p)
         if beh == "killed":
             _sigkill("at load")
         _hang("at load")
 
     def load_model(self, *a, **kw):
-        if beh in ("killed", "hang") and at == "load":
+        if (beh in ("killed", "hang") and at == "load") or (beh == "crash" and when == "load"):
             _trap_weights(load_fault)
         busy = float(p.get("silent_busy_seconds") or 0)
         if busy:
@@ -335,8 +337,6 @@ def _install_faults(decision):
             while time.monotonic() < end:
                 sum(i * i for i in range(10000))
         out = orig_load(self, *a, **kw)
-        if beh == "crash" and when == "load":
-            raise _gpu_error(p)
         if beh in ("garbage", "nan"):
             _nan_layers(self.model)
         return out
