@@ -61,6 +61,9 @@ LABELS = {
 
 _CT = b'"completion_tokens":'
 _PT = b'"prompt_tokens":'
+# SGLang's /generate streams the text so far; before a token that decodes to something (a token that is part of a
+# UTF-8 character decodes to nothing yet) it is empty: bench_serving's first token is the first chunk with text
+_EMPTY_TEXT = (b'"text":""', b'"text": ""')
 WORDS = ('time year people way day man thing woman life child world school state family student group '
          'country problem hand part place case week company system program question work government number '
          'night point home water room mother area money story fact month lot right study book eye job word').split()
@@ -171,6 +174,9 @@ def _event(payload, now, result, state):
     if payload.startswith(b'{"error"'):
         result.error = payload[:300].decode('utf-8', 'replace')
         result.rejected = rejected_event(payload)
+        return
+    if state['last_t'] is None and any(empty in payload for empty in _EMPTY_TEXT):
+        state['chunks'] += 1        # no text yet: not the first token (as bench_serving counts it)
         return
     tokens = _int_after(payload, _CT)
     if tokens is None:

@@ -295,6 +295,29 @@ def result(checks, server=None):
     return out
 
 
+def benchmark_may_have_lost(benchmark):
+    """Whether a load test's outcome (smoke_generate's ``benchmark``) may mean the server was lost: a request failed
+    at some level (then the watch gives the server's death or fatal line a moment to show)."""
+    levels = (benchmark or {}).get('concurrency') or {}
+    return any((fig or {}).get('failed') for fig in levels.values())
+
+
+def with_benchmark(result, benchmark, server=None):
+    """smoke_generate's result with its load test. ``benchmark``: the load test's figures, or None when the watch saw
+    the server fail before the load test returned (the requests still in flight are not waited for); ``server``:
+    that verdict (await_server_ready's result), kept as the result's ``server`` for the trial to judge the server by
+    (trial.after_smoke). The smoke checks' own ``ok`` and ``reason`` stand: they passed before the load began."""
+    out = dict(result)
+    if not server:
+        out['benchmark'] = benchmark
+        return out
+    evidence = list(server.get('evidence') or [])
+    out['benchmark'] = dict(benchmark or {'concurrency': {}}, interrupted='the server failed (%s) during the load test%s' % (
+        server.get('status') or 'unknown', ': %s' % evidence[0] if evidence else ''))
+    out['server'] = server
+    return out
+
+
 def overall(checks):
     """Return ``(ok, reason)`` over a list of check dicts; the reason is the most telling failure."""
     failed = [c for c in checks if not c['ok']]

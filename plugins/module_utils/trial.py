@@ -144,7 +144,7 @@ def benchmark_failure(benchmark, await_result=None):
     """
     levels = (benchmark or {}).get('concurrency') or {}
     failed_levels = [lv for lv in sorted(levels, key=int) if (levels[lv] or {}).get('failed')]
-    crash = input_crash(await_result) if levels else None
+    crash = input_crash(await_result) if levels or (benchmark or {}).get('interrupted') else None
     if not failed_levels and not crash:
         return None
     first = levels[failed_levels[0]] if failed_levels else {}

@@ -49,7 +49,9 @@ options:
         answers come, the checks stop there, RV(reason) is V(server_lost) and RV(server) says how it ended. A
         request still in flight is not waited for (SGLang 0.5.23 can keep a connection open for a minute after
         its scheduler failed).
-      - Not used in check mode. The load test of O(benchmark) is not watched.
+      - The load test of O(benchmark) is watched the same way: when the server dies or logs a fatal error under it,
+        the load test stops there, RV(benchmark.interrupted) says so and RV(server) says how the server ended.
+      - Not used in check mode.
     type: dict
     suboptions:
       service_name:
@@ -266,7 +268,8 @@ checks:
 server:
   description:
     - With O(watch), when the server died or logged a fatal error during the checks (or just after a check that got
-      no answer), M(llmserve.sglang.await_server_ready)'s result for it (C(status), C(reason), C(evidence),
+      no answer) or during the load test (or just after a level with failed requests),
+      M(llmserve.sglang.await_server_ready)'s result for it (C(status), C(reason), C(evidence),
       C(log_tail), C(signal), C(exit_code), C(child_exit), C(unit), ...).
   returned: when the watch saw the server fail
   type: dict
@@ -308,6 +311,12 @@ benchmark:
       description: The levels not run because the server stopped answering.
       type: list
       elements: str
+    interrupted:
+      description:
+        - With O(watch), when the server failed during the load test, what ended it (RV(server) has the whole
+          verdict); the levels before are kept, the one running is not.
+      type: str
+      sample: "the server failed (crashed) during the load test: torch.AcceleratorError: CUDA error: an illegal memory access"
   sample: {"concurrency": {"1": {"completed": 8, "output_throughput": 171.9, "mean_ttft_ms": 80.1,
                                  "power_w_mean": 330.2, "power_pct_of_limit": 55.0, "gpu_util_pct_mean": 100.0}},
            "labels": {"output_throughput": "Output token throughput (tok/s)"}}
@@ -407,11 +416,13 @@ def _sampler(module, bench):
                                gpu_sampler.sample_argv(smi), interval=bench['sample_interval']), None
 
 
-def run_benchmark(module, p, bench, base):
+def run_benchmark(module, p, bench, base, out=None):
     """The load test at each concurrency level of O(benchmark), with the GPUs sampled when asked and possible; the
-    levels after one that lost the server are not run."""
-    out = {'concurrency': {}, 'labels': dict(loadgen.LABELS), 'settings': {}, 'health': None, 'not_run': [],
-           'input': benchmark_input(module, p, bench, base)}
+    levels after one that lost the server are not run. ``out``: the dict to fill as the levels end (its levels so
+    far are what a watch that saw the server fail keeps)."""
+    out = {} if out is None else out
+    out.update({'concurrency': {}, 'labels': dict(loadgen.LABELS), 'settings': {}, 'health': None, 'not_run': [],
+                'input': benchmark_input(module, p, bench, base)})
     sampler, sample_error = _sampler(module, bench)
     if sampler is not None:
         out['labels'].update(gpu_sampler.LABELS)
@@ -436,6 +447,23 @@ def run_benchmark(module, p, bench, base):
     return out
 
 
+def watched_benchmark(module, p, bench, base):
+    """The load test, watched as the checks are when O(watch) is set: ``(figures, verdict)``, the verdict (the
+    server's failure) or None. When the watch saw the server fail, the load test's thread may still run: the
+    figures are its levels so far, copied."""
+    so_far = {}
+
+    def load():
+        return run_benchmark(module, p, bench, base, so_far)
+    if not p['watch']:
+        return load(), None
+    figures, lost = _readiness.watch_work(module, watch_options(p, len(bench['concurrency']), bench['timeout']),
+                                          load, smoke.benchmark_may_have_lost)
+    if figures is None:
+        figures = dict(so_far, concurrency=dict(so_far.get('concurrency') or {}))
+    return figures, lost
+
+
 def check_benchmark(module, bench):
     """Fail on benchmark settings out of range."""
     levels = bench['concurrency'] or []
@@ -448,12 +476,12 @@ def check_benchmark(module, bench):
         module.fail_json(msg='benchmark.vocab_size must be >= 1, got %s' % bench['vocab_size'])
 
 
-def watch_options(p, prompt_count):
-    """await_server_ready's options for the watch of the checks: the unit, the endpoint, a bound over every
-    request."""
+def watch_options(p, steps, step_timeout=None):
+    """await_server_ready's options for the watch of the checks or the load test: the unit, the endpoint, a bound
+    over every step (a prompt, a concurrency level)."""
     opts = dict((k, p[k]) for k in _specs.endpoint_argument_spec(tls=True))
     opts.update(service_name=p['watch']['service_name'], cursor=p['watch']['cursor'],
-                timeout=p['timeout'] * prompt_count + 30)
+                timeout=(step_timeout or p['timeout']) * steps + 30)
     return opts
 
 
@@ -483,7 +511,7 @@ def main():
     result = smoke.result(list(checks), server)
 
     if bench is not None and result['ok'] and not module.check_mode:
-        result['benchmark'] = run_benchmark(module, p, bench, base)
+        result = smoke.with_benchmark(result, *watched_benchmark(module, p, bench, base))
     result['seconds'] = round(time.time() - t0, 3)
     module.exit_json(**result)
 

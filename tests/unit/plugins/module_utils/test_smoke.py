@@ -74,3 +74,14 @@ def test_result(case):
     assert got['checks'] == case['checks']
     assert got.get('server') == case.get('server')
     assert smoke.may_have_lost(case['checks']) is want['may_have_lost']
+
+
+@pytest.mark.parametrize('case', CASES['with_benchmark'], ids=[c['name'] for c in CASES['with_benchmark']])
+def test_with_benchmark(case):
+    before = smoke.result([{'name': 'capital', 'ok': True, 'reason': None, 'detail': ''}])
+    got = smoke.with_benchmark(before, case['benchmark'], case.get('server'))
+    want = case['want']
+    assert (got['ok'], got['reason'], got['benchmark'], got.get('server')) == (
+        want['ok'], None, want['benchmark'], want.get('server'))
+    assert smoke.benchmark_may_have_lost(case['benchmark']) is want['may_have_lost']
+    assert 'benchmark' not in before and got['checks'] == before['checks']
