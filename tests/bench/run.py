@@ -210,26 +210,33 @@ class Bench(object):
                     if k in split else 'not found' for k in ('line_after_kill', 'verdict_after_line')) +
                     (os.path.join(self.out, 'logs', 'p1real-detect-latency.log'),)))
 
-    def p5_real(self):
-        """P5 on the real SGLang 0.5.23 serving the known-good configuration: playbooks/benchmark.yml, then
-        SGLang's own bench_serving (random-ids as ids, same lengths and concurrency) on the same server."""
-        log('P5 real: the collection\'s load test beside bench_serving on the real server')
+    def p5_real(self, rounds=3):
+        """P5 on the real SGLang 0.5.23 serving the known-good configuration: playbooks/benchmark.yml, then SGLang's
+        own bench_serving (random-ids as ids, same lengths and concurrency) on the same server, ``rounds`` times in
+        turn; each figure's median over the rounds is compared (the 2-core lab's speed drifts from minute to minute,
+        so one run of each, a minute apart, compares the drift as much as the tools)."""
+        log('P5 real: the collection\'s load test beside bench_serving on the real server, %d rounds' % rounds)
         env = dict(self.ansible_env(), ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json')
         bench = benchcompare.BENCH_P5
-        dummy, dummy2, out = self.sh([os.path.join(BIN, 'ansible-playbook'), 'playbooks/benchmark.yml', '-i',
-                                      'inventories/lab', '-l', 'gpu01', '-e', '@' + REAL_VARS,
-                                      '-e', json.dumps({'sglang_benchmark': bench})],
-                                     'p5real-benchmark', env=env, check=False)
-        dummy, level = benchcompare.collection_result(out, 'gpu01', bench)
-        dummy, dummy2, text = self.sh(LABCTL + ['ssh', 'gpu01', '--', benchcompare.bench_serving_command(bench)],
-                                      'p5real-bench-serving', check=False)
-        theirs = benchcompare.bench_serving_result(text) or {}
-        diffs = benchcompare.compare(level, theirs)
+        ours, theirs = [], []
+        for n in range(rounds):
+            dummy, dummy2, out = self.sh([os.path.join(BIN, 'ansible-playbook'), 'playbooks/benchmark.yml', '-i',
+                                          'inventories/lab', '-l', 'gpu01', '-e', '@' + REAL_VARS,
+                                          '-e', json.dumps({'sglang_benchmark': bench})],
+                                         'p5real-benchmark-%d' % n, env=env, check=False)
+            ours.append(benchcompare.collection_result(out, 'gpu01', bench)[1])
+            dummy, dummy2, text = self.sh(LABCTL + ['ssh', 'gpu01', '--', benchcompare.bench_serving_command(bench)],
+                                          'p5real-bench-serving-%d' % n, check=False)
+            theirs.append(benchcompare.bench_serving_result(text) or {})
+        level, other = benchcompare.medians(ours), benchcompare.medians(theirs)
+        diffs = benchcompare.compare(level, other)
         met = all(rel is not None and abs(rel) <= benchcompare.TOLERANCE for dummy, dummy2, rel in diffs.values())
-        self.add('P5', 'REAL SGLang 0.5.23: load test vs bench_serving (c%d, %d x %d/%d tokens)' % (
-            bench['concurrency'][0], bench['num_prompts'], bench['input_len'], bench['output_len']),
-            benchcompare.row(level, theirs), 'within %d %%' % (100 * benchcompare.TOLERANCE),
+        self.add('P5', 'REAL SGLang 0.5.23: load test vs bench_serving (c%d, %d x %d/%d tokens, median of %d)' % (
+            bench['concurrency'][0], bench['num_prompts'], bench['input_len'], bench['output_len'], rounds),
+            benchcompare.row(level, other), 'within %d %%' % (100 * benchcompare.TOLERANCE),
             'bench_serving random-ids (as ids), same server', met)
+        self.notes.append('P5 real, each round (the collection / bench_serving): %s' % '; '.join(
+            benchcompare.row(a, b) for a, b in zip(ours, theirs)))
 
     # ------------------------------------------------------------------ lab phase A: P4, fastest, P2
     def p4_cleanup(self):

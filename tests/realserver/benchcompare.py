@@ -60,6 +60,16 @@ def collection_result(json_output, host, bench=None):
     return None, {}
 
 
+def medians(runs):
+    """{figure: its median over ``runs``} for the figures compared (a figure a run lacks is left out of its median;
+    None when no run has it)."""
+    out = {}
+    for key in COMPARED:
+        values = sorted(r[key] for r in runs if isinstance(r.get(key), (int, float)))
+        out[key] = ((values[(len(values) - 1) // 2] + values[len(values) // 2]) / 2.0) if values else None
+    return out
+
+
 def compare(ours, theirs):
     """{figure: (ours, theirs, (ours - theirs) / theirs)} for the figures compared."""
     out = {}

@@ -38,8 +38,8 @@ TABLES = sorted(glob.glob(os.path.join(ROOT, 'tests', 'lab', 'behaviour', '*.yml
     os.path.join(ROOT, 'tests', 'integration', 'behaviour.yml')]
 
 # the phases and model loaders of tracebacks.build, the model families of tracebacks.model_frames
-PHASES = ('device', 'baseline', 'dist_init', 'dist_url', 'nccl_launch', 'init', 'load', 'capture', 'forward',
-          'nan_assert', 'nccl_serve')
+PHASES = ('device', 'baseline', 'dist_init', 'dist_url', 'load_barrier', 'peer_launch', 'peer_launch_recv', 'init',
+          'load', 'capture', 'forward', 'nan_assert', 'peer_serve', 'peer_serve_recv')
 LOADERS = ('default', 'modelopt', 'dummy')
 MODEL_TYPES = ('Qwen3MoeForCausalLM', 'Qwen3_5MoeForConditionalGeneration', 'Qwen3_5MoeForCausalLM',
                'Glm4MoeForCausalLM', 'DeepseekV3ForCausalLM')
