@@ -49,7 +49,7 @@ options:
         answers come, the checks stop there, RV(reason) is V(server_lost) and RV(server) says how it ended. A
         request still in flight is not waited for (SGLang 0.5.23 can keep a connection open for a minute after
         its scheduler failed).
-      - The load test of O(benchmark) is watched the same way: when the server dies or logs a fatal error under it,
+      - The load test of O(benchmark) is watched the same way. When the server dies or logs a fatal error under it,
         the load test stops there, RV(benchmark.interrupted) says so and RV(server) says how the server ended.
       - Not used in check mode.
     type: dict

@@ -6,23 +6,22 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import importlib.util
 import os
+import sys
 
 import pytest
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = importlib.util.spec_from_file_location("benchcompare", os.path.join(HERE, "..", "realserver", "benchcompare.py"))
-BENCH = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(BENCH)
-with open(os.path.join(HERE, "test_benchcompare.yml"), encoding="utf-8") as handle:
-    CASES = yaml.safe_load(handle)
+sys.path.insert(0, os.path.join(HERE, "..", "realserver"))
+import benchcompare  # noqa: E402  pylint: disable=wrong-import-position
+
+CASES = yaml.safe_load(open(os.path.join(HERE, "test_benchcompare.yml"), encoding="utf-8"))
 
 
 @pytest.mark.parametrize("case", CASES["medians"], ids=[c["name"] for c in CASES["medians"]])
 def test_medians(case):
-    got = BENCH.medians(case["runs"])
+    got = benchcompare.medians(case["runs"])
     assert set(got) == set(case["want"])
     for key, want in case["want"].items():
         assert got[key] == (None if want is None else pytest.approx(want))
@@ -30,8 +29,8 @@ def test_medians(case):
 
 @pytest.mark.parametrize("case", CASES["compare"], ids=[c["name"] for c in CASES["compare"]])
 def test_compare(case):
-    got = BENCH.compare(case["ours"], case["theirs"])
+    got = benchcompare.compare(case["ours"], case["theirs"])
     for key, want in case["want"].items():
         rel = got[key][2]
         assert rel == (None if want is None else pytest.approx(want, abs=1e-4))
-    assert "median_ttft_ms" in BENCH.row(case["ours"], case["theirs"])
+    assert "median_ttft_ms" in benchcompare.row(case["ours"], case["theirs"])

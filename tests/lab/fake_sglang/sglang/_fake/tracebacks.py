@@ -69,10 +69,12 @@ DIST_INIT_HEAD: List[Frame] = _RENDEZVOUS + [
 DIST_URL_HEAD: List[Frame] = _RENDEZVOUS + [
     ("torch/distributed/rendezvous.py", 234, "_tcp_rendezvous_handler", 'raise _error("port number missing")'),
 ]
-_MODEL_RUNNER: List[Frame] = _NEW_SCHEDULER + [
+_TP_WORKER: List[Frame] = _NEW_SCHEDULER + [
     (_SCHED, 568, "__init__", "self.init_model_worker()"),
     (_SCHED, 1130, "init_model_worker", "self.init_tp_model_worker()"),
     (_SCHED, 1033, "init_tp_model_worker", "self.tp_worker = TpModelWorker(**worker_kwargs)"),
+]
+_MODEL_RUNNER: List[Frame] = _TP_WORKER + [
     (_TPW, 319, "__init__", "self._init_model_runner()"),
     (_TPW, 487, "_init_model_runner", "self._model_runner = ModelRunner("),
 ]
@@ -93,12 +95,7 @@ BASELINE_HEAD: List[Frame] = _MEMORY_BASELINE + [
 # rank 0 sends (utils/common.py:2725), every other rank receives (:2730). The frames as the real 0.5.23 printed them
 # on the lab when node 1 crashed right after its load (tests/unit/plugins/module_utils/data/sglang-0.5.23/
 # nn2_rank1_crash_after_load_node0.log).
-_SEED_BROADCAST: List[Frame] = _NEW_SCHEDULER + [
-    (_SCHED, 568, "__init__", "self.init_model_worker()"),
-    (_SCHED, 1130, "init_model_worker", "self.init_tp_model_worker()"),
-    (_SCHED, 1033, "init_tp_model_worker", "self.tp_worker = TpModelWorker(**worker_kwargs)"),
-    (_TPW, 381, "__init__", "self.random_seed = broadcast_pyobj("),
-]
+_SEED_BROADCAST: List[Frame] = _TP_WORKER + [(_TPW, 381, "__init__", "self.random_seed = broadcast_pyobj(")]
 PEER_LAUNCH_HEAD: List[Frame] = _SEED_BROADCAST + [
     (_COMMON, 2725, "broadcast_pyobj", "dist.broadcast(tensor_size, src=src, group=dist_group)"),
     _C10D_LOGGED,
