@@ -35,11 +35,13 @@ MEMBER_READY_LINES = ('Dummy health check server started in background thread at
 # the one of older releases:
 #   init_parallel     "Init parallel begin." (0.5.23, srt/distributed/bootstrap.py:115; in the real server's journal,
 #                     tests/realserver/test_differential.py) / "Init torch distributed begin." (older releases only)
-#   loading_shards    "Loading safetensors checkpoint shards: 50% ..." / "Multi-thread loading shards: 50% ..."
-#   cuda_graph_begin  "Capture target decode CUDA graph begin. backend=..." (0.5.23,
-#                     srt/model_executor/model_runner_components/cuda_graph_setup.py:685; also "target prefill",
-#                     "draft decode", ...; the lab's real server runs on the CPU without CUDA graphs, so only the
-#                     wheel's source shows it) / "Capture cuda graph begin." (older releases only); cuda_graph: "... end."
+#   loading_shards    "Multi-thread loading shards: 50% ..." (0.5.23, srt/model_loader/weight_utils.py:1369-1371) /
+#                     "Loading safetensors checkpoint shards: 50% ..." (older releases)
+#   cuda_graph_begin  "Capture target decode CUDA graph begin. backend=..., num_tokens_per_req=..." (0.5.23,
+#                     srt/model_executor/model_runner_components/cuda_graph_setup.py:758-762; "target prefill" at
+#                     :684-688, "draft decode" in speculative/eagle_worker_v2.py:513-517, ...; the lab's real server
+#                     runs on the CPU without CUDA graphs, so only the wheel's source shows it) / "Capture cuda graph
+#                     begin." (older releases only); cuda_graph: "... end."
 #   engine_up         "Engine startup timings (s): ..." (0.5.23: every scheduler is up, before the HTTP server)
 # Not milestones: "Cuda graph is disabled because ...", "Disable prefill CUDA graph because ..." (no "Capture").
 MILESTONES = (

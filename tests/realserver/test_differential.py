@@ -38,7 +38,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(CHECKOUT, "tests", "lab"))
 sys.path.insert(0, os.path.join(CHECKOUT, ".tmp", "collections"))
-from labsession import lab_host, lab_session, slot_inventory  # noqa: E402  pylint: disable=wrong-import-position
+from labctl import load_config  # noqa: E402  pylint: disable=wrong-import-position
+from labsession import lab_host, lab_session, slot_ips  # noqa: E402  pylint: disable=wrong-import-position
 from conftest import emit  # noqa: E402  pylint: disable=wrong-import-position
 from journal_kinds import journal_differences, line_kind  # noqa: E402  pylint: disable=wrong-import-position
 # pylint: disable-next=wrong-import-position
@@ -169,10 +170,8 @@ def free_hosts():
 
 
 def host_address(name):
-    """``ansible_host`` of lab host ``name`` in this slot's inventory."""
-    with open(os.path.join(slot_inventory(), "hosts.yml"), encoding="utf-8") as handle:
-        text = handle.read()
-    return re.search(r"\n\s+%s:\s*\n\s+ansible_host:\s*(\S+)" % re.escape(name), text).group(1)
+    """The address of lab host ``name``'s copy in this slot (tests/lab/lab.yml)."""
+    return slot_ips({name: load_config(None)["hosts"][name]["ip"]})[name]
 
 
 def observe(impl, scenario):

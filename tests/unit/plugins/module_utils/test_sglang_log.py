@@ -193,10 +193,16 @@ SITE = os.environ.get('LLMSERVE_LAB_SITE') or '/var/lib/llmserve-lab/sglang-0.5.
 WHEEL_LINES = [
     ('sglang/srt/distributed/bootstrap.py', 115, 'Init parallel begin.', 'init_parallel',
      '[2026-12-03 12:00:00 TP0] Init parallel begin.'),
+    ('sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py', 759,
+     'Capture {capture_name} {graph_backend[model_runner.device]} begin.', 'cuda_graph_begin',
+     '[2026-12-03 12:00:30 TP0] Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, '
+     'avail mem=10.50 GB'),
     ('sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py', 685, 'Capture {capture_name} CUDA graph begin.',
-     'cuda_graph_begin', '[2026-12-03 12:00:30 TP0] Capture target decode CUDA graph begin. backend=flashinfer, bs=[1, 2]'),
+     'cuda_graph_begin', '[2026-12-03 12:00:20 TP0] Capture target prefill CUDA graph begin. backend=breakable, '
+     'num_tokens=[4, 8], avail mem=10.60 GB'),
     ('sglang/srt/speculative/eagle_worker_v2.py', 515, 'Capture draft decode CUDA graph begin.', 'cuda_graph_begin',
-     '[2026-12-03 12:00:40 TP0] Capture draft decode CUDA graph begin. backend=flashinfer, bs=[1, 2]'),
+     '[2026-12-03 12:00:40 TP0] Capture draft decode CUDA graph begin. backend=full, num_tokens_per_req=4, bs=[1, 2], '
+     'avail mem=10.40 GB'),
     ('sglang/srt/utils/common.py', 3684, 'Dummy health check server started in background thread at', 'ready',
      '[2026-12-03 12:01:00] Dummy health check server started in background thread at 0.0.0.0:30000'),
 ]
