@@ -215,10 +215,11 @@ def lab_up():
 def lab(lab_up):  # pylint: disable=redefined-outer-name,unused-argument
     """The lab with the suite's behaviour table and baseline deployed (once for the session)."""
     install_behaviour()
-    rc, out, reports = deploy()
+    report_dir = tempfile.mkdtemp(prefix="llmserve-it-baseline-")
+    rc, out, reports = deploy(report_dir=report_dir)
     assert rc == 0, out[-4000:]
     assert all(r["final_state"] == "serving" for r in reports.values()), reports
-    yield {"baseline": reports}
+    yield {"baseline": reports, "report_dir": report_dir}
 
 
 sys.path.insert(0, HERE)

@@ -203,6 +203,9 @@ def long_files_first(config, items, first):
         items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
 
 
+LAST_REPORT_DIR = [None]   # run_playbook's last report folder (its file_sd/ has the Prometheus targets)
+
+
 def run_playbook(name, args=(), bin_dir=None, timeout=600):
     """``ansible-playbook playbooks/NAME.yml -i inventories/lab ARGS`` (this process's slot of it) from ``bin_dir``
     (default: this interpreter's), its reports written to a new folder -> ``(rc, output, {host: report})``."""
@@ -213,6 +216,7 @@ def run_playbook(name, args=(), bin_dir=None, timeout=600):
     argv = [os.path.join(bin_dir, "ansible-playbook"), "playbooks/%s.yml" % name, "-i", slot_inventory()]
     argv += list(args) + ["-e", "sglang_report_dir=" + report_dir]
     cp = subprocess.run(argv, cwd=CHECKOUT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    LAST_REPORT_DIR[0] = report_dir
     reports = {}
     for fname in sorted(os.listdir(report_dir)):
         if fname.endswith(".json"):

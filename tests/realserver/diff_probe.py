@@ -12,7 +12,8 @@ least 1 s when up, in a thread of their own with 3 s), the processes of the unit
 unit's state. Then the unit's journal, systemd's lines about how it ended and, for a stop, how long it took.
 
 Scenarios:
-  serve_stop            the known-good configuration becomes ready, answers one /generate, is stopped
+  serve_stop            the known-good configuration (with --enable-metrics) becomes ready, answers one /generate
+                        and a streamed one, shows /metrics, is stopped
   sched_killed_serving  the same, then its scheduler is SIGKILLed (as by the OOM killer) while serving
   killed_at_start       the scheduler is SIGKILLed at start (LAB_SCENARIO=killed with flashinfer_trtllm on SM120)
   crash_first_forward   flashinfer_trtllm forced on SM120: its MoE kernel raises at the first forward
@@ -30,6 +31,7 @@ from __future__ import absolute_import, division, print_function
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,7 +51,8 @@ HEALTH = ("/health", "/health_generate")
 KNOWN_GOOD = ["--moe-runner-backend", "flashinfer_cutlass", "--fp4-gemm-backend", "flashinfer_cudnn"]
 TRTLLM = ["--moe-runner-backend", "flashinfer_trtllm", "--fp4-gemm-backend", "flashinfer_cutlass"]
 SCENARIOS = {
-    "serve_stop": (KNOWN_GOOD, {}),
+    # with --enable-metrics: /metrics is read after a plain and a streamed /generate (families, types, label names)
+    "serve_stop": (KNOWN_GOOD + ["--enable-metrics", "--extra-metric-labels", '{"host": "lab"}'], {}),
     "sched_killed_serving": (KNOWN_GOOD, {}),
     "killed_at_start": (TRTLLM, {"LAB_SCENARIO": "killed"}),
     # without CUDA graphs on both, so that the first forward is the warm-up request on both (the real server on the
@@ -123,6 +126,44 @@ def journal_text(invocation):
                           capture_output=True, text=True, check=False).stdout
 
 
+# what Prometheus 2.42 (Debian 12) sends when it scrapes
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+                     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
+def families(text):
+    """{family: [type, sorted label-name lists]} of a Prometheus exposition (text 0.0.4 or OpenMetrics)."""
+    kinds, labels = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            name, kind = line.split(" ")[2:4]
+            kinds[name] = kind
+            labels.setdefault(name, set())
+        elif line and not line.startswith("#"):
+            name = re.split(r"[{ ]", line, maxsplit=1)[0]
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            family = base if base in kinds else name
+            labels.setdefault(family, set()).add(tuple(sorted(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="',
+                                                                         line.split(" ")[0]))))
+    return dict((n, [kinds.get(n), sorted(list(t) for t in labels[n])]) for n in labels)
+
+
+def metric_families():
+    """After a streamed /generate: GET /metrics as curl asks (text 0.0.4) and as Prometheus asks (OpenMetrics) ->
+    {form: {"content_type": ..., "families": ...}}."""
+    stream = dict(PROMPT, stream=True)
+    req = urllib.request.Request("http://127.0.0.1:%d/generate" % PORT, data=json.dumps(stream).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        resp.read()
+    out = {}
+    for form, accept in (("text", None), ("prometheus", PROMETHEUS_ACCEPT)):
+        req = urllib.request.Request("http://127.0.0.1:%d/metrics" % PORT, headers={"Accept": accept} if accept else {})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            out[form] = {"content_type": resp.headers.get("Content-Type"), "families": families(resp.read().decode())}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--python", required=True)
@@ -167,7 +208,7 @@ def main():
 
     poller = threading.Thread(target=health_poll, daemon=True)
     poller.start()
-    answer, load_begin, after_answer = None, None, None
+    answer, load_begin, after_answer, metrics = None, None, None, None
     in_flight = []     # the answer to the request in flight at the stop (sigterm_in_flight)
     while time.time() - started < a.timeout:
         now = time.time() - started
@@ -214,6 +255,7 @@ def main():
                     phase = "stopped"
                     state_box["phase"] = phase
                 elif a.scenario == "serve_stop":
+                    metrics = metric_families()
                     _t0, stop_s = stop_unit(unit)
                     phase = "stopped"
                     state_box["phase"] = phase
@@ -241,7 +283,8 @@ def main():
                       "journal": journal.splitlines(), "timeline": timeline, "ready_at": ready_at,
                       "fault_at": fault_at, "ended_at": round(ended, 2), "stop_s": stop_s,
                       "serving_shape": serving_shape, "generate": answer,
-                      "in_flight": in_flight[0][0] if in_flight else None, "stop_after_answer": after_answer}))
+                      "in_flight": in_flight[0][0] if in_flight else None, "stop_after_answer": after_answer,
+                      "metrics": metrics}))
 
 
 if __name__ == "__main__":

@@ -216,6 +216,9 @@ def summary(obs):
         out["stop (SIGTERM)"] = "within 8 s" if obs["stop_s"] <= 8 else "%.0f s" % obs["stop_s"]
     if obs.get("in_flight") is not None:
         out["request in flight at the stop"] = obs["in_flight"]
+    if obs.get("metrics") is not None:
+        # GET /metrics after a plain and a streamed /generate: each family's type and label names
+        out["/metrics families"] = obs["metrics"]
     if obs["fault_at"] is not None:
         linger = obs["ended_at"] - obs["fault_at"]
         # SGLang: the watchdog's 1-s tick, SIGQUIT, 5 s of sleep before the crash diagnostics, then the kill

@@ -34,14 +34,15 @@ import os
 import re
 import sys
 import time
+import urllib.parse
 
 import benchcompare
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".tmp", "collections"))
 # pylint: disable-next=wrong-import-position
-from labsession import recap  # noqa: E402
+from labsession import LAST_REPORT_DIR, recap  # noqa: E402
 # pylint: disable-next=wrong-import-position
-from realserver import (INJECTED_TRTLLM, RESULTS, by_name, deploy_falls_back, evidence_text, journal_line,  # noqa: E402
+from realserver import (CHECKOUT, INJECTED_TRTLLM, RESULTS, by_name, deploy_falls_back, evidence_text, journal_line,  # noqa: E402
                         playbook, show, ssh, traceback_before)
 # pylint: disable-next=wrong-import-position
 from ansible_collections.llmserve.sglang.plugins.module_utils._systemd import parse_show  # noqa: E402
@@ -125,6 +126,47 @@ def test_second_run_changes_nothing(lab):  # pylint: disable=unused-argument,red
         # forced candidates are tried again only when the record has no failure for them; these failed just now
         assert cands[name]["outcome"] in ("skipped",), cands[name]
     assert reports["gpu01"]["final_state"] == "serving"
+
+
+def test_prometheus_scrapes_sglangs_own_names(lab):  # pylint: disable=unused-argument,redefined-outer-name
+    """playbooks/prometheus.yml on pve01 with the last deploy's file_sd: the real server's target is up, and every
+    name Prometheus has from it is SGLang's own as Prometheus 2.42 stores it (prometheus_client answers its Accept
+    header with OpenMetrics, ``:`` escaped as ``_``), and one the fake serves too (its capture of the real 0.5.23)."""
+    targets = os.path.join(LAST_REPORT_DIR[0], "file_sd")
+    rc, out, _reports = playbook("prometheus", {"prometheus_targets_src": targets, "prometheus_scrape_interval": "1s"})
+    assert rc == 0, out[-3000:]
+    api = "curl -s 'http://127.0.0.1:9090/api/v1/%s'"
+    up, names = [], []
+    for _try in range(30):
+        active = json.loads(ssh("pve01", api % "targets") or "{}").get("data", {}).get("activeTargets", [])
+        up = [t["labels"].get("sglang_host") for t in active if t["labels"].get("job") == "sglang" and t["health"] == "up"]
+        names = [n for n in json.loads(ssh("pve01", api % "label/__name__/values") or "{}").get("data", [])
+                 if n.startswith("sglang")]
+        if up == ["gpu01"] and "sglang_num_running_reqs" in names:
+            break
+        time.sleep(1)
+    with open(os.path.join(CHECKOUT, "tests", "lab", "fake_sglang", "sglang", "_fake", "metrics-0.5.23.prom"),
+              encoding="utf-8") as handle:
+        fake = set(re.split(r"[{ ]", line, maxsplit=1)[0].replace(":", "_") for line in handle
+                   if line.strip() and not line.startswith("#"))
+    RESULTS.append("%-34s %-8s %s" % ("Prometheus on pve01", "gpu01", "target up: %s; %d sglang_* names, %d of them "
+                                      "not served by the fake" % (up == ["gpu01"], len(names), len(set(names) - fake))))
+    assert up == ["gpu01"], up
+    for name in ("sglang_num_running_reqs", "sglang_num_queue_reqs", "sglang_gen_throughput",
+                 "sglang_time_to_first_token_seconds_bucket", "sglang_e2e_request_latency_seconds_bucket",
+                 "sglang_generation_tokens_total"):
+        assert name in names, (name, names)
+    assert not set(names) - fake, sorted(set(names) - fake)
+    # the README's queries answer
+    for _req in range(3):
+        ssh("gpu01", "curl -s -m 30 -H 'Content-Type: application/json' -d '{\"text\": \"Hello\", \"sampling_params\": "
+                     "{\"max_new_tokens\": 8}}' http://127.0.0.1:30000/generate")
+    time.sleep(3)
+    for query in ("sum by (host) (sglang_num_running_reqs)", "sum by (host) (sglang_num_queue_reqs)",
+                  "histogram_quantile(0.95, sum by (le) (rate(sglang_time_to_first_token_seconds_bucket[5m])))",
+                  "sum by (host) (rate(sglang_generation_tokens_total[1m]))"):
+        found = json.loads(ssh("pve01", api % ("query?query=" + urllib.parse.quote(query))) or "{}")
+        assert found.get("data", {}).get("result"), (query, found)
 
 
 def test_benchmark_serves_and_reads_like_bench_serving(lab, monkeypatch):  # pylint: disable=unused-argument,redefined-outer-name

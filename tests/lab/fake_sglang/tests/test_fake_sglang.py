@@ -925,3 +925,79 @@ def test_multinode_dist_port_in_use(server):
     assert (f"torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
             f"address. port: {dport}, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use"
             in n0.log())
+
+
+# --- metrics ----------------------------------------------------------------------------------------------
+def _families(text):
+    """{family: (type, sorted set of label-name tuples)} of a Prometheus text exposition."""
+    kinds, labels = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _h, _t, name, kind = line.split(" ")
+            kinds[name] = kind
+            labels.setdefault(name, set())
+        elif line and not line.startswith("#"):
+            name = re.split(r"[{ ]", line, maxsplit=1)[0]
+            family = re.sub(r"_(bucket|sum|count)$", "", name) if re.sub(r"_(bucket|sum|count)$", "", name) in kinds \
+                else name
+            names = tuple(sorted(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', line.split(" ")[0])))
+            labels.setdefault(family, set()).add(names)
+    return dict((n, (kinds.get(n), labels[n])) for n in labels)
+
+
+def test_metrics_are_the_real_families(server):
+    """With --enable-metrics, /metrics has every family of the real 0.5.23's capture, with its type and label names,
+    the served name and --extra-metric-labels in place of the capture's; without it, 404."""
+    plain = server([])
+    plain.wait_ready()
+    assert plain.request("/metrics")[0] == 404
+    s = server(["--enable-metrics", "--extra-metric-labels", '{"host": "h7"}', "--served-model-name", "m1",
+                "--api-key", "k"])
+    s.wait_ready()
+    auth = {"Authorization": "Bearer k"}
+    assert s.json("/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 4}}, headers=auth)[0] == 200
+    assert s.sse("/generate", {"text": "Hi", "stream": True, "sampling_params": {"max_new_tokens": 6}},
+                 headers=auth)[-1] == "[DONE]"
+    st, hdrs, body = s.request("/metrics")         # no API key needed (FACTS.md)
+    assert st == 200
+    assert {k.lower(): v for k, v in hdrs.items()}["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    text = body.decode()
+    with open(os.path.join(PKG_ROOT, "sglang", "_fake", "metrics-0.5.23.prom"), encoding="utf-8") as handle:
+        real = _families(handle.read())
+    assert _families(text) == real
+    assert 'sglang:num_requests_total{engine_type="unified",host="h7",is_streaming="true",model_name="m1"} 1.0' in text
+    assert 'sglang:generation_tokens_total{engine_type="unified",host="h7",is_streaming="true",model_name="m1"} 6.0' \
+        in text
+    assert 'sglang:inter_token_latency_seconds_count{engine_type="unified",host="h7",model_name="m1"} 5.0' in text
+    # the warm-up's /model_info, /generate and /freeze_gc count, as on the real server
+    assert 'sglang:num_requests_total{engine_type="unified",host="h7",is_streaming="false",model_name="m1"} 2.0' in text
+    assert 'sglang:http_requests_total{endpoint="/generate",method="POST"} 3.0' in text
+    assert 'sglang:http_responses_total{endpoint="/generate",method="POST",status_code="200"} 3.0' in text
+    assert 'sglang:http_requests_total{endpoint="/freeze_gc",method="POST"} 1.0' in text
+    assert 'sglang:http_requests_active{endpoint="/metrics",method="GET"} 1.0' in text
+    assert "gpu01" not in text and "qwen3.5-397b" not in text
+
+
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+                     "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
+def test_metrics_as_prometheus_asks(server):
+    """With Prometheus 2.42's Accept header, OpenMetrics 1.0.0 with escaped names: the families, types and label
+    names of the real 0.5.23's answer to the same header (metrics-0.5.23.openmetrics, a capture on the lab)."""
+    s = server(["--enable-metrics", "--extra-metric-labels", '{"host": "h7"}'])
+    s.wait_ready()
+    assert s.sse("/generate", {"text": "Hi", "stream": True, "sampling_params": {"max_new_tokens": 6}})[-1] == "[DONE]"
+    st, hdrs, body = s.request("/metrics", headers={"Accept": PROMETHEUS_ACCEPT})
+    assert st == 200
+    ctype = {k.lower(): v for k, v in hdrs.items()}["content-type"]
+    assert ctype == "application/openmetrics-text; version=1.0.0; charset=utf-8; escaping=underscores"
+    text = body.decode()
+    with open(os.path.join(PKG_ROOT, "sglang", "_fake", "metrics-0.5.23.openmetrics"), encoding="utf-8") as handle:
+        real = handle.read()
+    assert _families(text) == _families(real)
+    assert text.endswith("# EOF\n") and "# TYPE sglang:num_requests counter" in text
+    assert "\nsglang_num_requests_total{" in text and "\nsglang:" not in text
+    utf8 = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8"
+    st, hdrs, body = s.request("/metrics", headers={"Accept": utf8})
+    assert "\nsglang:num_requests_total{" in body.decode()

@@ -17,7 +17,7 @@ from sglang._fake import log, textgen
 
 class Req:
     __slots__ = ("rid", "answer", "max_new", "n", "ids", "text", "on_token", "done", "created", "prompt_tokens",
-                 "kind", "finish", "aborted", "first_token_at", "client")
+                 "kind", "finish", "aborted", "first_token_at", "client", "token_at")
 
     def __init__(self, answer: textgen.Answer, max_new: int, prompt_tokens: int, kind: str,
                  on_token: Optional[Callable[["Req", str, bool], None]] = None, client: bool = True):
@@ -36,6 +36,7 @@ class Req:
         self.aborted = False
         self.first_token_at: Optional[float] = None
         self.client = client
+        self.token_at: List[float] = []     # a streamed request's token times (the inter-token latency metric)
 
     def meta(self) -> Dict[str, Any]:
         return {"id": self.rid, "finish_reason": self.finish, "prompt_tokens": self.prompt_tokens,
@@ -76,6 +77,7 @@ class Engine:
         self._idle_handle: Optional[asyncio.TimerHandle] = None
         self.total_tokens = 0
         self.client_requests = 0
+        self.on_finish: Optional[Callable[[Req], None]] = None   # --enable-metrics: the request's figures
 
     # --- admission -----------------------------------------------------------------------------------
     def submit(self, req: Req) -> None:
@@ -169,6 +171,8 @@ class Engine:
                 continue
             tok = r.answer.token(i)
             r.n = i + 1
+            if r.on_token is not None:
+                r.token_at.append(time.time())
             r.ids.append(textgen.token_id(tok))
             r.text += tok
             emitted += 1
@@ -215,6 +219,8 @@ class Engine:
 
     def _finish(self, r: Req, reason: Dict[str, Any], emit: bool = False, tok: str = "") -> None:
         r.finish = reason
+        if self.on_finish is not None and r.kind != "health":
+            self.on_finish(r)
         self.pending -= 1
         self.inflight.pop(r.rid, None)
         self.last_emit = time.time()

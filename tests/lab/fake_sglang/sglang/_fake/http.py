@@ -140,6 +140,7 @@ class HttpServer:
         path = target.split("?", 1)[0]
         app = self.app
         status = 200
+        metered = False
         conn.request, conn.logged = (method, target), False
         try:
             key = app.args.api_key
@@ -147,6 +148,9 @@ class HttpServer:
                 if headers.get("authorization") != "Bearer " + key:
                     raise HttpError(401, {"error": "Unauthorized"})
             route = ROUTES.get(path)
+            if app.metrics is not None:     # http_request_metrics.py: every request, by route (or raw path)
+                app.metrics.http_begin(path, method)
+                metered = True
             if route is None:
                 raise HttpError(404, {"detail": "Not Found"})
             methods, name = route
@@ -156,6 +160,8 @@ class HttpServer:
         except HttpError as e:
             status = e.status
             conn.send(e.status, jdump(e.body) if not isinstance(e.body, bytes) else e.body)
+        if metered:
+            app.metrics.http_end(path, method, status)
         conn.access(status)
 
     def _json(self, headers: Dict[str, str], body: bytes) -> Any:
@@ -219,21 +225,10 @@ class HttpServer:
 
     async def h_metrics(self, conn, method, headers, body) -> int:
         a = self.app
-        if not a.args.enable_metrics:
+        if a.metrics is None:
             raise HttpError(404, {"detail": "Not Found"})
-        name = a.args.served_model_name
-        lines = [
-            "# HELP sglang:num_running_reqs The number of running requests.",
-            "# TYPE sglang:num_running_reqs gauge",
-            f'sglang:num_running_reqs{{model_name="{name}"}} {len(a.engine.active)}.0',
-            "# HELP sglang:gen_throughput The generation throughput (token/s).",
-            "# TYPE sglang:gen_throughput gauge",
-            f'sglang:gen_throughput{{model_name="{name}"}} {a.engine.last_gen_throughput}',
-            "# HELP sglang:generation_tokens_total Number of generation tokens processed.",
-            "# TYPE sglang:generation_tokens_total counter",
-            f'sglang:generation_tokens_total{{model_name="{name}"}} {float(a.engine.total_tokens)}',
-        ]
-        conn.send(200, ("\n".join(lines) + "\n").encode(), "text/plain; version=0.0.4; charset=utf-8")
+        body, ctype = a.metrics.exposition(a.engine, headers.get("accept", ""))
+        conn.send(200, body.encode(), ctype)
         return 200
 
     # --- /generate -------------------------------------------------------------------------------------

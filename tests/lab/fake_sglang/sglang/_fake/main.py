@@ -51,6 +51,7 @@ from sglang._fake import behaviour as bh
 from sglang._fake import dist, log, textgen, tracebacks, worker
 from sglang._fake.engine import Engine, Req
 from sglang._fake.http import DummyHealthServer, HttpServer
+from sglang._fake.metrics import Metrics
 from sglang.srt.server_args import ServerArgs, prepare_server_args
 from sglang.version import __version__
 
@@ -145,6 +146,7 @@ class App:
         self.tm_handlers = False           # the tokenizer manager's SIGTERM/SIGQUIT handlers (first generate)
         self.crash_dump_performed = False
         self.engine: Optional[Engine] = None
+        self.metrics: Optional[Metrics] = None       # --enable-metrics
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.mcfg = _model_config(args.model_path)
         self.scale = _env_float("FAKE_SGLANG_TIME_SCALE", 1.0)
@@ -592,6 +594,11 @@ class App:
         threading.Thread(target=monitor, name="subprocess-watchdog", daemon=True).start()
 
     # --- serving ----------------------------------------------------------------------------------------
+    def _metrics_finished(self, r: Req) -> None:
+        gaps = [b - a for a, b in zip(r.token_at, r.token_at[1:])]
+        self.metrics.finished(r.created, r.first_token_at, time.time(), r.prompt_tokens, r.n,
+                              r.on_token is not None, gaps)
+
     def serve(self) -> None:
         self.loop = loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
@@ -599,6 +606,10 @@ class App:
         self.engine = Engine(loop, float(p["per_stream_tok_s"]), float(p["total_tok_s"]), float(p["prefill_tok_s"]),
                              self.args.decode_log_interval, on_forward=self.on_forward, on_busy=self._busy,
                              log_prefix=self.log_prefix, cuda_graph=bool(self.plan["decode_graph"]))
+        if self.args.enable_metrics:
+            self.metrics = Metrics(self.args.served_model_name or self.args.model_path,
+                                   self.args.extra_metric_labels, self.context_len)
+            self.engine.on_finish = self._metrics_finished
         srv = HttpServer(self)
         if p.get("ignore_sigterm"):
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
