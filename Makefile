@@ -97,7 +97,7 @@ help: ## list the targets
 setup: setup-base setup-real-sglang ## install apt packages (if missing), .venv, .venv-importer, .venv-mirror, the lab's real SGLang
 	@echo "setup: done ($(VENV): $$($(PY) -c 'import ansible; print("ansible-core", ansible.__version__)'))"
 
-setup-base: setup-apt setup-venv setup-importer setup-ansible-test setup-mirror links ## what every gate but realserver needs
+setup-base: setup-apt setup-venv setup-importer setup-ansible-test setup-mirror setup-wheelhouse links ## what every gate but realserver needs
 
 setup-apt: ## install the Debian packages the gates and the lab need, only those missing
 	@missing=""; \
@@ -145,6 +145,15 @@ setup-mirror: ## create or update .venv-mirror: olah, the Hugging Face mirror th
 	@if [ ! -e .venv-mirror ]; then echo "setup-mirror: creating .venv-mirror"; "$(PYTHON)" -m venv .venv-mirror; fi
 	@.venv-mirror/bin/python -c 'import olah' >/dev/null 2>&1 || \
 	  .venv-mirror/bin/python -m pip install -q --disable-pip-version-check -r requirements-mirror.txt
+
+# The lab's wheelhouse: the router (PyPI smg) and its dependencies for the lab hosts' Python 3.11, which the router
+# role installs from with --no-index --find-links (about 44 MB, downloaded once).
+SMG_WHEELS := /var/lib/llmserve-lab/wheels/smg-1.13.0
+setup-wheelhouse: setup-venv ## download (or reuse) the router's wheels for the lab
+	@if [ -e "$(SMG_WHEELS)/.complete" ]; then echo "setup-wheelhouse: $(SMG_WHEELS) present"; exit 0; fi; \
+	rm -rf "$(SMG_WHEELS)" && mkdir -p "$(SMG_WHEELS)" && \
+	$(PY) -m pip download -q --disable-pip-version-check --only-binary=:all: --python-version 3.11 \
+	  -d "$(SMG_WHEELS)" smg==1.13.0 && touch "$(SMG_WHEELS)/.complete"
 
 # The lab's real SGLang 0.5.23 (venv, stand-in driver library, tiny model) under /var/lib/llmserve-lab:
 # about 11 GB and 4 minutes the first time, reused afterwards (tests/lab/realsglang/install.py).

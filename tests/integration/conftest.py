@@ -33,7 +33,7 @@ from labsession import (lab_session, long_files_first, slot, slot_inventory, slo
                         xdist_lab_unconfigure)
 
 # this process's copy of the lab's hosts (slot 0 unless pytest-xdist runs it as worker gwK) and the inventory to them
-IPS = slot_ips({"gpu01": "10.77.0.11", "pve01": "10.77.0.12", "ct129": "10.77.0.13"})
+IPS = slot_ips({"gpu01": "10.77.0.11", "pve01": "10.77.0.12", "ct129": "10.77.0.13", "rt01": "10.77.0.10"})
 INVENTORY = slot_inventory()
 SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
             "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]

@@ -111,8 +111,11 @@ def test_secrets_leak_nowhere(lab, results):  # pylint: disable=unused-argument,
     assert rc == 0 and "health ready" in outputs["status"], outputs["status"][-3000:]
     secrets = (KEY, TOKEN, TOKEN2)
     in_output = dict((name, sum(text.count(s) for s in secrets)) for name, text in outputs.items())
-    in_reports = [n for n in os.listdir(report_dir)
+    # every file of the report, the Prometheus targets (file_sd/) included
+    written = [os.path.relpath(os.path.join(d, n), report_dir) for d, _dirs, names in os.walk(report_dir) for n in names]
+    in_reports = [n for n in written
                   if any(s in open(os.path.join(report_dir, n), encoding="utf-8", errors="replace").read() for s in secrets)]
+    assert "file_sd/gpu01.json" in written, written
     unit = ssh("gpu01", "cat %s" % UNIT).stdout
     env_stat = ssh("gpu01", "stat -c '%%a %%U:%%G' %s" % ENV_FILE).stdout.strip()
     env_text = ssh("gpu01", "cat %s" % ENV_FILE).stdout

@@ -548,6 +548,11 @@ def cmd_up(a) -> int:
         return 2
     t0 = time.monotonic()
     cfg = load_config(a.config)
+    for name in a.without or []:
+        if name not in cfg["hosts"] or any(h.get("node") == name for h in cfg["hosts"].values()):
+            log(f"labctl: --without {name}: not a host of the lab, or the node of a container")
+            return 2
+        del cfg["hosts"][name]
     try:
         cfg = with_slots(cfg, a.slots)
     except ValueError as e:
@@ -783,6 +788,8 @@ def main(argv=None) -> int:
     u.add_argument("--slots", type=int, default=1,
                    help="N copies of the configured hosts (slot K: names suffixed sK, addresses + 40K), for work "
                         "run side by side; default 1")
+    u.add_argument("--without", action="append", metavar="HOST",
+                   help="leave this host of the config out (repeatable), e.g. the router for work that needs none")
     sub.add_parser("down")
     s = sub.add_parser("status")
     s.add_argument("--json", action="store_true")

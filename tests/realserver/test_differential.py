@@ -83,6 +83,11 @@ ALLOWED = {
         "PR_SET_PDEATHSIG (utils/common.py:3432) while systemd sends SIGKILL to what is left of the unit, so which "
         "processes and threads systemd still finds is a race on both sides (the real scheduler, holding torch and "
         "about 30 threads, exits slower than the fake's)",
+    ("rank1_crash_at_load", "left for systemd"):
+        "rank 0's main process ends its tree after the load barrier's ValueError with "
+        "kill_process_tree(include_parent=True), SIGKILL to each child and then to itself; whether systemd still "
+        "finds the dying scheduler in the cgroup when the main process is gone is a race (the real side left "
+        "'sglang::schedul' for systemd in one run of a fresh clone's gate, nothing in the runs before)",
 }
 RESULTS = []
 

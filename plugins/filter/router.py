@@ -1,0 +1,33 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) llmserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The router's files from the inventory (logic in module_utils/router.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.llmserve.sglang.plugins.module_utils import router
+
+FACTS = ('sglang_group', 'sglang_node_rank', 'sglang_address', 'ansible_host', 'sglang_port',
+         'sglang_served_model_name', 'sglang_model_path')
+
+
+def router_files(hostvars, router_host, backends, servers, binary, params):
+    """{'workers', 'errors', 'manifest', 'unit', 'env'} for ``router_host``: ``backends`` are the inventory hosts
+    behind it (groups resolved), ``servers`` the hosts of sglang_servers, ``params`` the role's settings."""
+    def facts_of(host):
+        facts = hostvars[host]
+        return dict((k, facts.get(k)) for k in FACTS)
+    out = router.backends(router_host, list(backends or []), facts_of, list(servers or []))
+    params = dict(params or {})
+    out['manifest'] = router.manifest(out['workers'])
+    out['unit'] = router.unit_text(binary, params)
+    out['env'] = router.env_text(params)
+    out['out_of_service_within'] = router.out_of_service_within(params)
+    return out
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'router_files': router_files}
