@@ -50,7 +50,7 @@ def test_slot_inventory_moves_only_the_addresses():
     with open(os.path.join(path, "hosts.yml"), encoding="utf-8") as f:
         theirs = f.read()
     assert theirs == mine.replace("10.77.0.11", "10.77.0.51").replace("10.77.0.12", "10.77.0.52").replace(
-        "10.77.0.13", "10.77.0.53")
+        "10.77.0.13", "10.77.0.53").replace("10.77.0.10", "10.77.0.50")
     assert sorted(os.listdir(os.path.join(path, "group_vars"))) == sorted(
         os.listdir(os.path.join(CHECKOUT, "inventories", "lab", "group_vars")))
 

@@ -2,8 +2,9 @@
 
 ``metrics-0.5.23.prom`` beside this file is the body the real 0.5.23 served on the lab (``python -m
 sglang.launch_server ... --enable-metrics --extra-metric-labels '{"host": "gpu01"}'``, the collection's deploy, then
-one plain and one streamed /generate and a streamed /v1/chat/completions): every family in its order, with its HELP
-and TYPE lines and the label names of each series. The fake serves those families with its own values:
+plain and streamed /generate and /v1/chat/completions requests): every family in its order, with its HELP and TYPE
+lines and the label names of each series; ``metrics-0.5.23.openmetrics`` is the same server's answer to Prometheus
+2.42's Accept header. The fake serves those families with its own values:
 
 - what it knows: requests, tokens, time to first token, end-to-end and inter-token latency (the real scheduler's
   ``is_streaming`` series), the running requests, the generation throughput, the context length, and every HTTP
