@@ -13,13 +13,15 @@ FACTS = ('sglang_group', 'sglang_node_rank', 'sglang_address', 'ansible_host', '
          'sglang_served_model_name', 'sglang_model_path')
 
 
-def router_files(hostvars, router_host, backends, servers, binary, params):
-    """{'workers', 'errors', 'manifest', 'unit', 'env'} for ``router_host``: ``backends`` are the inventory hosts
-    behind it (groups resolved), ``servers`` the hosts of sglang_servers, ``params`` the role's settings."""
+def router_files(hostvars, router_host, backends, groups, binary, params):
+    """{'workers', 'errors', 'manifest', 'unit', 'env'} for ``router_host``: ``backends`` are router_backends (hosts
+    or groups; empty: every host of sglang_servers), ``groups`` the inventory's, ``params`` the role's settings."""
     def facts_of(host):
         facts = hostvars[host]
         return dict((k, facts.get(k)) for k in FACTS)
-    out = router.backends(router_host, list(backends or []), facts_of, list(servers or []))
+    groups = dict((k, list(v)) for k, v in (groups or {}).items())
+    out = router.backends(router_host, router.resolve(list(backends or []), groups), facts_of,
+                          groups.get('sglang_servers') or [])
     params = dict(params or {})
     out['manifest'] = router.manifest(out['workers'])
     out['unit'] = router.unit_text(binary, params)

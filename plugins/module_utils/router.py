@@ -36,6 +36,19 @@ def _backend(host, facts):
             'model': str(facts.get('sglang_served_model_name') or facts.get('sglang_model_path') or '')}
 
 
+def resolve(names, groups):
+    """``router_backends`` (inventory hosts or group names, in order) -> hosts, each once; empty: every host of
+    ``sglang_servers``."""
+    if not names:
+        return list(groups.get('sglang_servers') or [])
+    out = []
+    for name in names:
+        for host in (groups[name] if name in groups else [name]):
+            if host not in out:
+                out.append(host)
+    return out
+
+
 def backends(router, names, facts_of, servers):
     """The workers of ``router``: ``names`` (``router_backends``: inventory hosts or groups, resolved by the caller
     to hosts) -> ({'workers': [...], 'errors': [...]}). ``facts_of(host)`` gives the host's variables (the contract's

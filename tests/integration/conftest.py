@@ -113,6 +113,20 @@ def deploy(extra_vars=None, limit=None, args=(), timeout=400, report_dir=None, i
     return cp.returncode, cp.stdout + cp.stderr, reports
 
 
+def play(playbook, extra=None, args=(), limit=None, timeout=600):
+    """``ansible-playbook PLAYBOOK -i INVENTORY -e @vars.json`` (BASE_VARS and ``extra``), custom stats shown and
+    results as JSON; -> (rc, output)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
+        json.dump(dict(BASE_VARS, **(extra or {})), handle)
+    cmd = [PLAYBOOK[0], playbook, "-i", INVENTORY, "-e", "@" + handle.name] + list(args)
+    if limit:
+        cmd += ["--limit", limit]
+    env = dict(playbook_env(), ANSIBLE_SHOW_CUSTOM_STATS="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    cp = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    os.unlink(handle.name)
+    return cp.returncode, cp.stdout + cp.stderr
+
+
 def lab_inventory(host_vars):
     """A copy of INVENTORY with ``host_vars`` ({host: {var: value}}) added; -> its directory."""
     import shutil  # pylint: disable=import-outside-toplevel

@@ -9,22 +9,14 @@ from __future__ import absolute_import, division, print_function
 
 import json
 import os
-import subprocess
-import tempfile
 
-from conftest import BASE_VARS, CHECKOUT, INVENTORY, PLAYBOOK, playbook_env, ssh, wait_for
+from conftest import play, ssh, wait_for
 
 SERVERS = ("gpu01", "ct129")
 
 
 def _prometheus(targets_src):
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
-        json.dump(dict(BASE_VARS, prometheus_targets_src=targets_src, prometheus_scrape_interval="1s"), handle)
-    cmd = [PLAYBOOK[0], "playbooks/prometheus.yml", "-i", INVENTORY, "-e", "@" + handle.name]
-    cp = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=300, env=playbook_env(),
-                        check=False)
-    os.unlink(handle.name)
-    return cp.returncode, cp.stdout + cp.stderr
+    return play("playbooks/prometheus.yml", {"prometheus_targets_src": targets_src, "prometheus_scrape_interval": "1s"})
 
 
 def _api(path):

@@ -9,14 +9,11 @@ back when it answers again; a second run changes nothing."""
 from __future__ import absolute_import, division, print_function
 
 import json
-import os
-import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
 
-from conftest import BASE_VARS, CHECKOUT, INVENTORY, IPS, PLAYBOOK, playbook_env, serving_pids, ssh, wait_for
+from conftest import IPS, play as _play, serving_pids, ssh, wait_for
 
 SERVERS = ("ct129", "gpu01")
 KEY = "router-key-for-the-lab"
@@ -24,16 +21,6 @@ ROUTER_PORT = 30080
 # round_robin: the same prompt from cache_aware (the default) goes to the same server, by its prefix cache
 ROUTER_VARS = {"router_control_plane_key": KEY, "router_policy": "round_robin", "router_health_interval": 2,
                "router_health_failures": 2, "router_health_timeout": 2}
-
-
-def _play(playbook, extra=None, limit=None):
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
-        json.dump(dict(BASE_VARS, **(extra or {})), handle)
-    cmd = [PLAYBOOK[0], playbook, "-i", INVENTORY, "-e", "@" + handle.name] + (["--limit", limit] if limit else [])
-    env = dict(playbook_env(), ANSIBLE_SHOW_CUSTOM_STATS="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
-    cp = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=600, env=env, check=False)
-    os.unlink(handle.name)
-    return cp.returncode, cp.stdout + cp.stderr
 
 
 def _router(path, body=None, key=True, timeout=20):

@@ -7,25 +7,9 @@ record and backups unless asked to purge; both idempotent, check mode changes no
 from __future__ import absolute_import, division, print_function
 
 import json
-import os
 import re
-import subprocess
-import tempfile
 
-from conftest import BASE_VARS, CHECKOUT, ENV_FILE, INVENTORY, PLAYBOOK, STATE, UNIT, deploy, playbook_env, snapshot, ssh
-
-
-def _play(playbook, extra=None, args=(), limit=None):
-    handle = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8")  # pylint: disable=consider-using-with
-    json.dump(dict(BASE_VARS, **(extra or {})), handle)
-    handle.close()
-    cmd = [PLAYBOOK[0], playbook, "-i", INVENTORY, "-e", "@" + handle.name] + list(args)
-    if limit:
-        cmd += ["--limit", limit]
-    env = dict(playbook_env(), ANSIBLE_SHOW_CUSTOM_STATS="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
-    cp = subprocess.run(cmd, cwd=CHECKOUT, capture_output=True, text=True, timeout=300, env=env, check=False)
-    os.unlink(handle.name)
-    return cp.returncode, cp.stdout + cp.stderr
+from conftest import ENV_FILE, STATE, UNIT, deploy, play as _play, snapshot, ssh
 
 
 def _recap(out, host):

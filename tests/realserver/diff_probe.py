@@ -29,9 +29,9 @@ Scenarios:
 from __future__ import absolute_import, division, print_function
 
 import argparse
+import importlib.util
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -131,21 +131,15 @@ PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/ope
                      "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
 
 
-def families(text):
-    """{family: [type, sorted label-name lists]} of a Prometheus exposition (text 0.0.4 or OpenMetrics)."""
-    kinds, labels = {}, {}
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            name, kind = line.split(" ")[2:4]
-            kinds[name] = kind
-            labels.setdefault(name, set())
-        elif line and not line.startswith("#"):
-            name = re.split(r"[{ ]", line, maxsplit=1)[0]
-            base = re.sub(r"_(bucket|sum|count)$", "", name)
-            family = base if base in kinds else name
-            labels.setdefault(family, set()).add(tuple(sorted(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="',
-                                                                         line.split(" ")[0]))))
-    return dict((n, [kinds.get(n), sorted(list(t) for t in labels[n])]) for n in labels)
+def _fake_metrics():
+    """The fake SGLang's metrics module (its exposition parser), loaded by path: this host's ``sglang`` may be the
+    real one."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lab", "fake_sglang", "sglang", "_fake",
+                        "metrics.py")
+    spec = importlib.util.spec_from_file_location("fake_sglang_metrics", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def metric_families():
@@ -160,7 +154,8 @@ def metric_families():
     for form, accept in (("text", None), ("prometheus", PROMETHEUS_ACCEPT)):
         req = urllib.request.Request("http://127.0.0.1:%d/metrics" % PORT, headers={"Accept": accept} if accept else {})
         with urllib.request.urlopen(req, timeout=30) as resp:
-            out[form] = {"content_type": resp.headers.get("Content-Type"), "families": families(resp.read().decode())}
+            out[form] = {"content_type": resp.headers.get("Content-Type"),
+                         "families": _fake_metrics().families(resp.read().decode())}
     return out
 
 

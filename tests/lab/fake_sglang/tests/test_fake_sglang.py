@@ -13,6 +13,10 @@ import time
 
 from fakesg_helpers import LAB, PKG_ROOT, free_port, write_table
 
+sys.path.insert(0, PKG_ROOT)
+# pylint: disable-next=wrong-import-position
+from sglang._fake import metrics  # noqa: E402  (the fake's /metrics and its exposition parser)
+
 ENV = {**os.environ, "PYTHONPATH": PKG_ROOT}
 
 
@@ -928,23 +932,6 @@ def test_multinode_dist_port_in_use(server):
 
 
 # --- metrics ----------------------------------------------------------------------------------------------
-def _families(text):
-    """{family: (type, sorted set of label-name tuples)} of a Prometheus text exposition."""
-    kinds, labels = {}, {}
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            _h, _t, name, kind = line.split(" ")
-            kinds[name] = kind
-            labels.setdefault(name, set())
-        elif line and not line.startswith("#"):
-            name = re.split(r"[{ ]", line, maxsplit=1)[0]
-            family = re.sub(r"_(bucket|sum|count)$", "", name) if re.sub(r"_(bucket|sum|count)$", "", name) in kinds \
-                else name
-            names = tuple(sorted(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', line.split(" ")[0])))
-            labels.setdefault(family, set()).add(names)
-    return dict((n, (kinds.get(n), labels[n])) for n in labels)
-
-
 def test_metrics_are_the_real_families(server):
     """With --enable-metrics, /metrics has every family of the real 0.5.23's capture, with its type and label names,
     the served name and --extra-metric-labels in place of the capture's; without it, 404."""
@@ -963,8 +950,8 @@ def test_metrics_are_the_real_families(server):
     assert {k.lower(): v for k, v in hdrs.items()}["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
     text = body.decode()
     with open(os.path.join(PKG_ROOT, "sglang", "_fake", "metrics-0.5.23.prom"), encoding="utf-8") as handle:
-        real = _families(handle.read())
-    assert _families(text) == real
+        real = metrics.families(handle.read())
+    assert metrics.families(text) == real
     assert 'sglang:num_requests_total{engine_type="unified",host="h7",is_streaming="true",model_name="m1"} 1.0' in text
     assert 'sglang:generation_tokens_total{engine_type="unified",host="h7",is_streaming="true",model_name="m1"} 6.0' \
         in text
@@ -995,7 +982,7 @@ def test_metrics_as_prometheus_asks(server):
     text = body.decode()
     with open(os.path.join(PKG_ROOT, "sglang", "_fake", "metrics-0.5.23.openmetrics"), encoding="utf-8") as handle:
         real = handle.read()
-    assert _families(text) == _families(real)
+    assert metrics.families(text) == metrics.families(real)
     assert text.endswith("# EOF\n") and "# TYPE sglang:num_requests counter" in text
     assert "\nsglang_num_requests_total{" in text and "\nsglang:" not in text
     utf8 = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8"

@@ -59,3 +59,8 @@ def test_no_keys_no_key_flags():
 
 def test_out_of_service_within():
     assert router.out_of_service_within(CASES['params']) == 20
+
+
+@pytest.mark.parametrize('case', CASES['resolve'], ids=[c['name'] for c in CASES['resolve']])
+def test_resolve(case):
+    assert router.resolve(case['names'], CASES['groups']) == case['want']

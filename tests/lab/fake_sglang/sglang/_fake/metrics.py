@@ -26,6 +26,7 @@ TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "metrics-0.5
 CAPTURED_EXTRA = ("host",)   # the capture's --extra-metric-labels
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+LABEL_NAME = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="')
 # the series the fake counts itself, per is_streaming (scheduler_metrics_mixin / tokenizer_metrics)
 PER_STREAMING = {"sglang:num_requests_total", "sglang:prompt_tokens_total", "sglang:generation_tokens_total"}
 HISTOGRAMS_PER_STREAMING = {"sglang:time_to_first_token_seconds", "sglang:e2e_request_latency_seconds",
@@ -242,3 +243,21 @@ def openmetrics(text: str, escaping: str = "underscores") -> str:
             name, rest = re.match(r"^([^{ ]+)(.*)$", line).groups()
             out.append((name.replace(":", "_") if escaping == "underscores" else name) + rest)
     return "\n".join(out + ["# EOF"]) + "\n"
+
+
+def families(text: str) -> Dict[str, list]:
+    """{family: [type, sorted label-name lists]} of a Prometheus exposition (text 0.0.4 or OpenMetrics): what the
+    tests compare between the fake, the real server and the captures."""
+    kinds: Dict[str, str] = {}
+    labels: Dict[str, set] = {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            name, kind = line.split(" ")[2:4]
+            kinds[name] = kind
+            labels.setdefault(name, set())
+        elif line and not line.startswith("#"):
+            name = re.split(r"[{ ]", line, maxsplit=1)[0]
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            family = base if base in kinds else name
+            labels.setdefault(family, set()).add(tuple(sorted(LABEL_NAME.findall(line.split(" ")[0]))))
+    return dict((n, [kinds.get(n), sorted(list(t) for t in labels[n])]) for n in labels)
