@@ -296,7 +296,7 @@ suite: links ## fault and bad-input suite: pytest tests/integration on the lab, 
 	$(need_venv)
 	$(call need,pytest)
 	@test "$$(id -u)" = 0 || { echo "ERROR: the suite needs the lab, which needs root. Run as root."; exit 2; }
-	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest tests/integration -v -p no:cacheprovider \
+	ANSIBLE_COLLECTIONS_PATH="$(LINK_ROOT)" "$(PY)" -m pytest $(or $(SUITE_FILES),tests/integration) -v -p no:cacheprovider \
 	  -n $(SUITE_WORKERS) --dist loadfile --durations=15 $(PYTEST_ARGS)
 
 realserver: links setup-real-sglang ## the real SGLang 0.5.23 on the lab: faults, fallback, clean-up, a two-node group; REALSERVER_WORKERS files at once (root, lab lock)

@@ -15,6 +15,11 @@ def host_report(host, gpu, sglang_version, outcome, final_state, check_mode, gro
                               dict(group or {}), head_address, port)
 
 
+def host_reports(hostvars, hosts):
+    """The reports (``report_host_report``) of those ``hosts`` that have one, in their order."""
+    return [hostvars[h]['report_host_report'] for h in hosts or [] if hostvars[h].get('report_host_report')]
+
+
 class FilterModule(object):
     def filters(self):
-        return {'host_report': host_report}
+        return {'host_report': host_report, 'host_reports': host_reports}

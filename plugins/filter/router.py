@@ -27,6 +27,7 @@ def router_files(hostvars, router_host, backends, groups, binary, params):
     out['unit'] = router.unit_text(binary, params)
     out['env'] = router.env_text(params)
     out['out_of_service_within'] = router.out_of_service_within(params)
+    out['targets'] = router.file_sd(router_host, hostvars[router_host].get('ansible_host') or router_host, params)
     return out
 
 

@@ -104,3 +104,25 @@ def targets_files(hosts):
         if groups is not None:
             out['%s.json' % item['host']] = json.dumps(groups, indent=2, sort_keys=True) + '\n'
     return out
+
+
+IN_FLIGHT = ('num_running_reqs', 'num_queue_reqs')
+
+
+def in_flight(text):
+    """Requests running or queued on a server, from its ``/metrics`` text (``sglang:num_running_reqs`` and
+    ``sglang:num_queue_reqs``, summed over their label sets, such as data-parallel ranks); None when the text has
+    neither (metrics off, or not SGLang's)."""
+    total, seen = 0.0, False
+    for line in str(text or '').splitlines():
+        if not line.startswith('sglang'):
+            continue
+        name = line.split('{', 1)[0].split(' ', 1)[0]
+        if name.replace(':', '_') not in ['sglang_' + n for n in IN_FLIGHT]:
+            continue
+        try:
+            total += float(line.rsplit(' ', 1)[1])
+        except (IndexError, ValueError):
+            continue
+        seen = True
+    return int(total) if seen else None

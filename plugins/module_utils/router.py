@@ -119,6 +119,18 @@ def env_text(params):
                                         api_key_env=KEYS_ENV, module='router')
 
 
+def file_sd(router, address, params):
+    """The router's Prometheus ``file_sd`` target (text): smg's own metrics port, at ``address`` (the router host's
+    address as Prometheus reaches it) unless smg listens on one address only."""
+    host = str(params['prometheus_host'])
+    if host not in ('0.0.0.0', '::', ''):
+        address = host
+    if ':' in str(address) and not str(address).startswith('['):
+        address = '[%s]' % address
+    groups = [{'targets': ['%s:%s' % (address, int(params['prometheus_port']))], 'labels': {'smg_router': router}}]
+    return json.dumps(groups, indent=2, sort_keys=True) + '\n'
+
+
 def out_of_service_within(params):
     """Seconds at most from a server's last good answer to the router's marking it unhealthy."""
     return int(params['health_interval']) * int(params['health_failures']) + int(params['health_timeout'])

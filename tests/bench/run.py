@@ -15,6 +15,8 @@
   P7  tests/bench/p7_screen.py, when it exists (run under the same lock, LLMSERVE_LAB_LOCK_HELD=1)
   P8  controller CPU of awaiting a 30-minute model load against a 1-minute one, time-scaled 20x
       (tests/bench/await_cost/await_cost.yml), beside an idle task of the same lengths
+  P9  tests/bench/p9_rolling.py: a candidate change through three servers behind the router under a constant load,
+      rolling (rolling.yml, batch 1) and at once (deploy.yml): failed requests, fewest serving, wall time
 
 Also: a `sglang_selection: fastest` deploy (tests/bench/vars/fastest.yml) whose report (Markdown + SVG, GPU power and
 utilisation sampled during each level) lands in reports/bench/fastest/.
@@ -500,6 +502,18 @@ class Bench(object):
         self.notes.append('P7 (tests/bench/p7_screen.py, rc %s; log %s):\n  %s' % (
             rc, os.path.join(self.out, 'logs', 'p7-screen.log'), '\n  '.join(lines or text.strip().splitlines()[-15:])))
 
+    def p9(self):
+        """tests/bench/p9_rolling.py (a rolling change under load behind the router), under the lock this run holds."""
+        p9 = os.path.join(HERE, 'p9_rolling.py')
+        log('P9: %s' % p9)
+        self.lab_down()
+        env = self.ansible_env()
+        env['LLMSERVE_LAB_LOCK_HELD'] = '1'
+        rc, dummy, text = self.sh([sys.executable, p9], 'p9-rolling', env=env, check=False, timeout=1500)
+        lines = [line for line in text.splitlines() if line.startswith('P9')]
+        self.notes.append('P9 (tests/bench/p9_rolling.py, rc %s; log %s):\n  %s' % (
+            rc, os.path.join(self.out, 'logs', 'p9-rolling.log'), '\n  '.join(lines or text.strip().splitlines()[-15:])))
+
     # ------------------------------------------------------------------ output
     def print_table(self):
         print()
@@ -563,7 +577,7 @@ def main():
     ap.add_argument('--real-runs', type=int, default=10, help='P1 on the real SGLang: scheduler kills (each a real '
                     'start of 30 to 90 s)')
     ap.add_argument('--only', default='', help='comma-separated steps to run (p5, p1, p4, fastest, p8, p3p6, p2, p7, '
-                    'p1real); default: all')
+                    'p9, p1real); default: all')
     ap.add_argument('--baseline', default='', help='another checkout of the collection (e.g. a worktree of an earlier '
                     'commit): p3p6 runs its deploy too, on a fresh lab, and prints both side by side')
     args = ap.parse_args()
@@ -593,8 +607,8 @@ def main():
     steps = [step for name, step in (('p5', b.p5_loadgen), ('p1', lambda: b.p1_detect(args.runs))) if wanted(name)]
     lab_steps = [step for name, step in (('p4', b.p4_cleanup), ('fastest', b.fastest), ('p8', b.p8_await_cost),
                                          ('p3p6', p3p6), ('p2', b.p2),
-                                         ('p7', b.p7), ('p1real', p1_real)) if wanted(name)]
-    # p3p6, p7 and p1real bring up labs of their own; the others share the default lab
+                                         ('p7', b.p7), ('p9', b.p9), ('p1real', p1_real)) if wanted(name)]
+    # p3p6, p7, p9 and p1real bring up labs of their own; the others share the default lab
     default_lab = any(wanted(name) for name in ('p4', 'fastest', 'p8', 'p2'))
     run_steps(b, steps)
     if not args.skip_lab and lab_steps:

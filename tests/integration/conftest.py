@@ -33,7 +33,8 @@ from labsession import (lab_session, long_files_first, slot, slot_inventory, slo
                         xdist_lab_unconfigure)
 
 # this process's copy of the lab's hosts (slot 0 unless pytest-xdist runs it as worker gwK) and the inventory to them
-IPS = slot_ips({"gpu01": "10.77.0.11", "pve01": "10.77.0.12", "ct129": "10.77.0.13", "rt01": "10.77.0.10"})
+IPS = slot_ips({"gpu01": "10.77.0.11", "pve01": "10.77.0.12", "ct129": "10.77.0.13", "rt01": "10.77.0.10",
+                "gpu02": "10.77.0.15"})
 INVENTORY = slot_inventory()
 SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
             "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
@@ -199,7 +200,7 @@ def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argumen
 
 # Files that take longest (minutes, one after another), started first when files run side by side, so that no
 # worker is left with a long one at the end; the others follow in their usual order. Each file keeps its test order.
-LONG_FIRST = ("test_bad_inputs.py", "test_faults.py", "test_mixed_fleet.py", "test_safety.py", "test_gpu_subset.py",
+LONG_FIRST = ("test_rolling.py", "test_bad_inputs.py", "test_faults.py", "test_mixed_fleet.py", "test_safety.py", "test_gpu_subset.py",
               "test_pct_remote.py")
 
 

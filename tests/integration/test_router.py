@@ -8,63 +8,12 @@ back when it answers again; a second run changes nothing."""
 
 from __future__ import absolute_import, division, print_function
 
-import json
 import time
-import urllib.error
-import urllib.request
 
 from conftest import IPS, play as _play, serving_pids, ssh, wait_for
+from routerlab import KEY, ROUTER_VARS, answered as _answered, generate as _generate, healthy as _healthy, model as _model, router as _router
 
 SERVERS = ("ct129", "gpu01")
-KEY = "router-key-for-the-lab"
-ROUTER_PORT = 30080
-# round_robin: the same prompt from cache_aware (the default) goes to the same server, by its prefix cache
-ROUTER_VARS = {"router_control_plane_key": KEY, "router_policy": "round_robin", "router_health_interval": 2,
-               "router_health_failures": 2, "router_health_timeout": 2}
-
-
-def _router(path, body=None, key=True, timeout=20):
-    """(status, JSON or text) from the router on rt01 (from the controller, over the lab bridge)."""
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = "Bearer " + KEY
-    req = urllib.request.Request("http://%s:%d%s" % (IPS["rt01"], ROUTER_PORT, path),
-                                 data=json.dumps(body).encode() if body is not None else None, headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()[:300]
-    except OSError as exc:
-        return None, str(exc)
-
-
-def _healthy():
-    status, body = _router("/workers")
-    if status != 200:
-        return {}
-    return dict((w["url"], w.get("is_healthy")) for w in body.get("workers", []))
-
-
-def _model():
-    """The model the router's workers serve (smg reads it from each server)."""
-    status, body = _router("/workers")
-    return body["workers"][0]["model_id"] if status == 200 and body.get("workers") else None
-
-
-def _generate(model):
-    # smg with file discovery routes by model: /generate must name it (else 400 missing_model)
-    return _router("/generate", {"text": "The capital city of France is", "model": model,
-                                 "sampling_params": {"max_new_tokens": 4}}, key=False, timeout=60)[0]
-
-
-def _answered(host):
-    """How many /generate requests the host's server has answered (SGLang's own counter, /metrics)."""
-    text = ssh(host, "curl -s -m 10 http://127.0.0.1:30000/metrics", check=False).stdout
-    for line in text.splitlines():
-        if line.startswith('sglang:http_responses_total{endpoint="/generate",method="POST",status_code="200"}'):
-            return int(float(line.rsplit(" ", 1)[1]))
-    return 0
 
 
 def test_router_in_front_of_the_servers(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
@@ -118,3 +67,34 @@ def test_router_in_front_of_the_servers(lab, results):  # pylint: disable=unused
     assert named, out[-3000:]
     assert back, _router("/workers")
     assert rc2 == 0 and again and "changed=0" in again[0], out2[-2000:]
+
+
+def test_heal_restarts_a_server_that_stops_answering(lab, results):  # pylint: disable=unused-argument,redefined-outer-name
+    """heal.yml: gpu01 stops answering (SIGSTOP, unit active); the play restarts it alone, out of the router and back
+    in it healthy; ct129, which answers, is left alone."""
+    rc, out = _play("playbooks/router.yml", ROUTER_VARS)
+    assert rc == 0, out[-3000:]
+    url = "http://%s:30000" % IPS["gpu01"]
+    gpu01_pid, pids = serving_pids("gpu01")
+    ct129_pid = serving_pids("ct129")[0]
+    ssh("gpu01", "kill -STOP %s" % " ".join(str(p) for p in pids))
+    try:
+        out_of_service = wait_for(lambda: _healthy().get(url) is not True, 30, step=0.5)
+        t0 = time.time()
+        rc, out = _play("playbooks/heal.yml", ROUTER_VARS)
+        took = time.time() - t0
+    finally:
+        ssh("gpu01", "kill -CONT %s" % " ".join(str(p) for p in pids), check=False)
+    new_pid = serving_pids("gpu01")[0]
+    healthy_again = _healthy().get(url) is True
+    codes = [_generate(_model()) for _request in range(4)]
+    left_alone = serving_pids("ct129")[0] == ct129_pid
+    ok = (out_of_service and rc == 0 and new_pid != gpu01_pid and healthy_again and codes == [200] * 4 and left_alone)
+    results.add("router", "heal.yml: gpu01 stops answering (SIGSTOP, unit active)",
+                "rc %d in %.0f s; gpu01 main PID %d -> %d, healthy in the router: %s; ct129 %s; 4 requests: %s" % (
+                    rc, took, gpu01_pid, new_pid, healthy_again, "left alone" if left_alone else "RESTARTED",
+                    sorted(set(codes))), ok)
+    assert out_of_service, _router("/workers")
+    assert rc == 0, out[-3000:]
+    assert new_pid != gpu01_pid and healthy_again, (new_pid, _router("/workers"))
+    assert left_alone and codes == [200] * 4, codes

@@ -25,7 +25,7 @@ from labsession import (is_xdist_worker, lab_session, long_files_first, xdist_la
                         xdist_lab_unconfigure, xdist_workers)
 
 # what the files' labs need: the real SGLang beside the fake one on gpu01 and ct129, one GPU per host; no router
-UP_ARGS = ["--real-sglang", "--gpu-count", "1", "--without", "rt01"]
+UP_ARGS = ["--real-sglang", "--gpu-count", "1", "--without", "rt01", "--without", "gpu02"]
 ROWS_ENV = "LLMSERVE_REALSERVER_ROWS"
 # the order the workers take the files in: the differential test first (on a fresh slot), then the longest
 LONG_FIRST = ("test_differential.py", "test_real_deploys.py", "test_real_server.py")

@@ -22,13 +22,13 @@ def start_holder(host, gpus, mib, name="python3", extra=""):
 
 
 def test_up_reports_each_host(lab):
-    for h in ("gpu01", "pve01", "ct129", "rt01"):
+    for h in ("gpu01", "pve01", "ct129", "gpu02", "rt01"):
         assert re.search(rf"^{h}: (running|degraded)", lab["up_output"], re.M), lab["up_output"]
     again = subprocess.run([*LABCTL, "up"], capture_output=True, text=True, check=False)
     assert again.returncode == 0 and "already up" in again.stdout
 
 
-@pytest.mark.parametrize("host", ["gpu01", "pve01", "ct129"])
+@pytest.mark.parametrize("host", ["gpu01", "pve01", "ct129", "gpu02"])
 def test_ssh_and_systemd(lab, host):
     out = ssh(host, "hostname; systemctl is-system-running; test -c /dev/nvidia0 && echo gpu").stdout.split()
     assert out[0] == host and out[1] in ("running", "degraded") and out[2] == "gpu"
@@ -38,7 +38,8 @@ def test_ansible_ping(lab):
     cp = subprocess.run([os.path.join(CHECKOUT, ".venv/bin/ansible"), "-i", os.path.join(CHECKOUT, "inventories/lab"),
                          "all", "-m", "ansible.builtin.ping"], capture_output=True, text=True, cwd=CHECKOUT, timeout=120, check=False)
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    # inventories/lab: the GPU host, the node, the container, the router's host (ct130 is not in it)
+    # inventories/lab: the GPU host, the node, the container, the router's host (ct130 and gpu02, a spare GPU
+    # host the fleet's tests add with an inventory of their own, are not in it)
     assert sorted(re.findall(r"^(\S+) \| SUCCESS", cp.stdout, re.M)) == ["ct129", "gpu01", "pve01", "rt01"], cp.stdout
 
 
@@ -146,7 +147,7 @@ def test_zz_down_leaves_nothing(lab):
     st = subprocess.run([*LABCTL, "status", "--json"], capture_output=True, text=True, check=False)
     import json
     pids = [r["pid"] for r in json.loads(st.stdout).values() if r["up"]]
-    assert len(pids) == 4, st.stdout    # gpu01, pve01, ct129, rt01 (ct130 stays stopped)
+    assert len(pids) == 5, st.stdout    # gpu01, pve01, ct129, gpu02, rt01 (ct130 stays stopped)
     nss = {os.readlink(f"/proc/{p}/ns/pid") for p in pids}
     t0 = time.monotonic()
     cp = subprocess.run([*LABCTL, "down"], capture_output=True, text=True, timeout=120, check=False)

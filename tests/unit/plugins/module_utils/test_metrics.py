@@ -42,3 +42,8 @@ def test_targets_files(case):
     files = metrics.targets_files(case['hosts'])
     assert dict((name, json.loads(text)) for name, text in files.items()) == case['want']
     assert all(text.endswith('\n') for text in files.values())
+
+
+@pytest.mark.parametrize('case', CASES['in_flight'], ids=[c['name'] for c in CASES['in_flight']])
+def test_in_flight(case):
+    assert metrics.in_flight(case['text']) == case['want']

@@ -57,6 +57,16 @@ def test_no_keys_no_key_flags():
     assert systemd_unit.parse_env_file(router.env_text(CASES['params'])) == {}
 
 
+@pytest.mark.parametrize('listen, address, want', [
+    ('0.0.0.0', '10.77.0.10', '10.77.0.10:29000'),
+    ('192.0.2.7', '10.77.0.10', '192.0.2.7:29000'),
+    ('::', 'fd00::10', '[fd00::10]:29000'),
+])
+def test_file_sd(listen, address, want):
+    params = dict(CASES['params'], prometheus_host=listen, prometheus_port=29000)
+    assert json.loads(router.file_sd('rt01', address, params)) == [{'targets': [want], 'labels': {'smg_router': 'rt01'}}]
+
+
 def test_out_of_service_within():
     assert router.out_of_service_within(CASES['params']) == 20
 
