@@ -4,7 +4,9 @@
 On the lab: gpu01, ct129 and gpu02 (sglang_servers, gpu02 added by an inventory file of this script) behind smg 1.13.0
 on rt01 (playbooks/router.yml, health every 2 s). A constant load goes through the router: the collection's load
 generator (module_utils/loadgen.py, streaming /generate, 4 clients, 16 tokens in and out) in rounds of 40 requests
-until the change ends. The change (a candidate with another --max-running-requests) is made twice:
+until the change ends (a failed request is answered at once, so while no server serves the clients send far more
+requests: the seconds with no server are the figure to compare). The change (a candidate with another
+--max-running-requests) is made twice:
 playbooks/rolling.yml with sglang_rolling_batch 1, then playbooks/deploy.yml (every server stops together). Figures:
 failed requests (goal 0 rolling), the fewest servers the router listed healthy and ready at any moment (sampled every
 0.25 s; goal N-1 with batch 1), the change's wall time. Anchor: a Kubernetes rolling update with maxUnavailable: 1.
@@ -105,7 +107,7 @@ class Load(object):
             except (OSError, ValueError):
                 listed = []
             ready = set(w['url'] for w in listed if w.get('is_healthy') and w.get('status') == 'ready')
-            self.ready.append(len(urls & ready))
+            self.ready.append((time.time(), len(urls & ready)))
             time.sleep(0.25)
 
     def __enter__(self):
@@ -125,10 +127,12 @@ def under_load(name, inventory, extra, workdir, env, model):
         rc, out, secs = playbook(name, inventory, extra, workdir, env)
         time.sleep(3)
     failed = [r for r in load.results if not r.ok]
-    errors = sorted(set(str(r.error)[:80] for r in failed))
+    errors = sorted(set(str(r.error)[:60] for r in failed))
+    # seconds with no server in the router's traffic: each sample's count holds until the next sample
+    none_s = sum(later[0] - now[0] for now, later in zip(load.ready, load.ready[1:]) if now[1] == 0)
     return {'rc': rc, 'wall_s': round(secs, 1), 'requests': len(load.results), 'failed': len(failed),
-            'errors': errors[:5], 'fewest_serving': min(load.ready) if load.ready else None,
-            'samples': len(load.ready), 'tail': out[-1500:] if rc else ''}
+            'errors': errors[:2], 'fewest_serving': min(n for dummy, n in load.ready) if load.ready else None,
+            'samples': len(load.ready), 'no_server_s': round(none_s, 1), 'tail': out[-1500:] if rc else ''}
 
 
 def measure(args):
@@ -174,10 +178,10 @@ def main():
     servers = len(SERVERS)
     for label, key in (('rolling (rolling.yml, batch 1)', 'rolling'), ('at once (deploy.yml)', 'at_once')):
         fig = res[key]
-        print('P9 %-31s rc %d; %d requests, %d failed%s; fewest serving %s of %d (%d samples); wall %.1f s'
-              % (label, fig['rc'], fig['requests'], fig['failed'],
-                 (' (%s)' % '; '.join(fig['errors'])) if fig['errors'] else '', fig['fewest_serving'], servers,
-                 fig['samples'], fig['wall_s']))
+        print('P9 %-31s rc %d; %d requests, %d failed; fewest serving %s of %d (%d samples), none for %.1f s; '
+              'wall %.1f s%s' % (label, fig['rc'], fig['requests'], fig['failed'], fig['fewest_serving'], servers,
+                                 fig['samples'], fig['no_server_s'], fig['wall_s'],
+                                 ('; errors: %s' % ' | '.join(fig['errors'])) if fig['errors'] else ''))
     roll = res['rolling']
     ok = roll['rc'] == 0 and roll['failed'] == 0 and roll['fewest_serving'] == servers - 1
     print('P9 goal: rolling 0 failed and never fewer than %d serving: %s (runs in %s)'
