@@ -18,10 +18,8 @@ from __future__ import absolute_import, division, print_function
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -29,23 +27,7 @@ VENV_BIN = os.path.join(ROOT, '.venv', 'bin')
 GOAL = 10.0
 
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lab'))
-from labsession import lab_lock, lab_lock_inherited  # noqa: E402  pylint: disable=wrong-import-position
-
-
-def run(argv, env=None, timeout=900):
-    t0 = time.time()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=timeout, check=False)
-    return proc.returncode, proc.stdout, time.time() - t0
-
-
-def ansible_env():
-    env = dict(os.environ)
-    env['PATH'] = VENV_BIN + os.pathsep + env.get('PATH', '')
-    env['ANSIBLE_COLLECTIONS_PATH'] = os.path.join(ROOT, '.tmp', 'collections')
-    env['MOLECULE_PROJECT_DIRECTORY'] = ROOT     # read by extensions/molecule/resources/reset.yml
-    env['ANSIBLE_FORCE_COLOR'] = '0'
-    return env
+from benchutil import ansible_env, measured, run  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def deploy(screen, load_seconds, workdir, env):
@@ -98,14 +80,9 @@ def main():
     ap.add_argument('--keep-lab', action='store_true', help='leave the lab up afterwards')
     ap.add_argument('--json', help='also write the figures to this file')
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        print('P7 skipped: the lab needs root')
+    res = measured('P7', measure, args)
+    if res is None:
         return 2
-    if lab_lock_inherited():
-        res = measure(args)
-    else:
-        with lab_lock():
-            res = measure(args)
     off, on = res['off'], res['on']
     wasted_off = float(off.get('seconds') or 0)
     screen = on.get('screen') or {}

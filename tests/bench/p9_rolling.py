@@ -23,12 +23,9 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -43,29 +40,14 @@ BASE = {'sglang_candidates': [], 'sglang_hang_timeout': 8, 'gpu_cleanup_term_gra
 
 sys.path.insert(0, os.path.join(ROOT, 'tests', 'lab'))
 sys.path.insert(0, os.path.join(ROOT, '.tmp', 'collections'))
-from labsession import lab_lock, lab_lock_inherited  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.llmserve.sglang.plugins.module_utils import loadgen  # noqa: E402  pylint: disable=wrong-import-position
+from benchutil import ansible_env, measured, run  # noqa: E402  pylint: disable=wrong-import-position
+from fleetload import FleetLoad, workers  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def change(rounds):
     return {'sglang_candidates': [{'name': 'mrr-%d' % rounds, 'moe_runner_backend': 'flashinfer_cutlass',
                                    'fp4_gemm_backend': 'flashinfer_cudnn',
                                    'extra_args': ['--max-running-requests', str(rounds)]}]}
-
-
-def run(argv, env=None, timeout=900):
-    t0 = time.time()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=timeout, check=False)
-    return proc.returncode, proc.stdout, time.time() - t0
-
-
-def ansible_env():
-    env = dict(os.environ)
-    env['PATH'] = VENV_BIN + os.pathsep + env.get('PATH', '')
-    env['ANSIBLE_COLLECTIONS_PATH'] = os.path.join(ROOT, '.tmp', 'collections')
-    env['ANSIBLE_FORCE_COLOR'] = '0'
-    return env
 
 
 def playbook(name, inventory, extra, workdir, env):
@@ -79,60 +61,13 @@ def playbook(name, inventory, extra, workdir, env):
     return rc, out, secs
 
 
-def workers():
-    req = urllib.request.Request('http://%s:%d/workers' % (ROUTER, ROUTER_PORT),
-                                 headers={'Authorization': 'Bearer ' + KEY})
-    with urllib.request.urlopen(req, timeout=5) as resp:
-        return json.loads(resp.read()).get('workers', [])
-
-
-class Load(object):
-    """The load generator's rounds through the router, and a sampler of the servers the router lists ready."""
-
-    def __init__(self, model):
-        self.model, self.stop, self.results, self.ready = model, threading.Event(), [], []
-        self.threads = [threading.Thread(target=self._load), threading.Thread(target=self._sample)]
-
-    def _load(self):
-        while not self.stop.is_set():
-            dummy, results = loadgen.run_level(ROUTER, ROUTER_PORT, 4, 40, input_len=16, output_len=16, warmup=0,
-                                               timeout=120, mode='text', extra={'model': self.model})
-            self.results.extend(results)
-
-    def _sample(self):
-        urls = set('http://%s:30000' % ip for ip in SERVERS.values())
-        while not self.stop.is_set():
-            try:
-                listed = workers()
-            except (OSError, ValueError):
-                listed = []
-            ready = set(w['url'] for w in listed if w.get('is_healthy') and w.get('status') == 'ready')
-            self.ready.append((time.time(), len(urls & ready)))
-            time.sleep(0.25)
-
-    def __enter__(self):
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(180)
-
-
 def under_load(name, inventory, extra, workdir, env, model):
-    with Load(model) as load:
+    urls = ['http://%s:30000' % ip for ip in SERVERS.values()]
+    with FleetLoad(ROUTER, ROUTER_PORT, KEY, urls, model) as load:
         time.sleep(3)
         rc, out, secs = playbook(name, inventory, extra, workdir, env)
         time.sleep(3)
-    failed = [r for r in load.results if not r.ok]
-    errors = sorted(set(str(r.error)[:60] for r in failed))
-    # seconds with no server in the router's traffic: each sample's count holds until the next sample
-    none_s = sum(later[0] - now[0] for now, later in zip(load.ready, load.ready[1:]) if now[1] == 0)
-    return {'rc': rc, 'wall_s': round(secs, 1), 'requests': len(load.results), 'failed': len(failed),
-            'errors': errors[:2], 'fewest_serving': min(n for dummy, n in load.ready) if load.ready else None,
-            'samples': len(load.ready), 'no_server_s': round(none_s, 1), 'tail': out[-1500:] if rc else ''}
+    return dict(load.figures(), rc=rc, wall_s=round(secs, 1), tail=out[-1500:] if rc else '')
 
 
 def measure(args):
@@ -153,7 +88,7 @@ def measure(args):
             rc, out, dummy = playbook(name, inventory, {}, runs, env)
             if rc != 0:
                 raise RuntimeError('%s failed:\n%s' % (name, out[-3000:]))
-        model = workers()[0]['model_id']
+        model = workers(ROUTER, ROUTER_PORT, KEY)[0]['model_id']
         rolling = under_load('rolling', inventory, dict(change(48), sglang_rolling_batch=1), runs, env, model)
         at_once = under_load('deploy', inventory, change(40), runs, env, model)
     finally:
@@ -167,14 +102,9 @@ def main():
     ap.add_argument('--keep-lab', action='store_true', help='leave the lab up afterwards')
     ap.add_argument('--json', help='also write the figures to this file')
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        print('P9 skipped: the lab needs root')
+    res = measured('P9', measure, args)
+    if res is None:
         return 2
-    if lab_lock_inherited():
-        res = measure(args)
-    else:
-        with lab_lock():
-            res = measure(args)
     servers = len(SERVERS)
     for label, key in (('rolling (rolling.yml, batch 1)', 'rolling'), ('at once (deploy.yml)', 'at_once')):
         fig = res[key]

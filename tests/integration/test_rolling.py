@@ -3,22 +3,22 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Rolling changes behind the router: three servers (gpu01, ct129 and gpu02, which this file adds to the inventory)
 behind smg on rt01; playbooks/rolling.yml rolls a change of the candidate list through them one at a time while a
-constant load goes through the router: no request fails and never fewer than two servers are in the router's
-traffic. A batch that does not end serving stops the rollout and leaves the later hosts as they were; bad settings
-stop before any host is changed."""
+constant load goes through the router (the collection's load generator, tests/lab/fleetload.py): no request fails
+and never fewer than two servers are in the router's traffic. A batch that does not end serving stops the rollout and
+leaves the later hosts as they were; bad settings stop before any host is changed."""
 
 from __future__ import absolute_import, division, print_function
 
 import json
 import os
 import tempfile
-import threading
 import time
 
 import pytest
 
 from conftest import IPS, STATE, UNIT, deploy, install_behaviour, play as _play, ssh, wait_for
-from routerlab import ROUTER_VARS, generate, model, router
+from fleetload import FleetLoad
+from routerlab import KEY, ROUTER_PORT, ROUTER_VARS, model, router
 
 SERVERS = ("gpu01", "ct129", "gpu02")
 URLS = dict((h, "http://%s:30000" % IPS[h]) for h in SERVERS)
@@ -42,38 +42,6 @@ def fleet(lab):  # pylint: disable=redefined-outer-name,unused-argument
     rc, out = _play("playbooks/router.yml", dict(ROUTER_VARS, router_targets_dir=ROUTER_TARGETS), args=("-i", path))
     assert rc == 0, out[-3000:]
     yield path
-
-
-class Load(object):
-    """A constant load through the router (``workers`` clients one request after another) and a sampler of how many
-    of the servers the router lists as healthy and ready."""
-
-    def __init__(self, served, workers=4):
-        self.served, self.codes, self.serving, self.stop = served, [], [], threading.Event()
-        self.threads = [threading.Thread(target=self._client) for _worker in range(workers)]
-        self.threads.append(threading.Thread(target=self._sampler))
-
-    def _client(self):
-        while not self.stop.is_set():
-            self.codes.append(generate(self.served))
-
-    def _sampler(self):
-        while not self.stop.is_set():
-            status, body = router("/workers")
-            if status == 200:
-                ready = [w["url"] for w in body.get("workers", []) if w.get("is_healthy") and w.get("status") == "ready"]
-                self.serving.append(len(set(ready) & set(URLS.values())))
-            time.sleep(0.25)
-
-    def __enter__(self):
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(90)
 
 
 def _roll(fleet_inv, extra, report_dir):
@@ -119,13 +87,13 @@ def test_rolling_change_under_load(fleet, results):  # pylint: disable=redefined
     served = model()
     assert served, router("/workers")
     t0 = time.time()
-    with Load(served) as load:
+    with FleetLoad(IPS["rt01"], ROUTER_PORT, KEY, URLS.values(), served) as load:
         time.sleep(3)
         rc, out, rollout = _roll(fleet, {"sglang_candidates": CHANGE, "sglang_rolling_batch": 1}, report_dir)
         time.sleep(3)
     wall = time.time() - t0
-    failed = [c for c in load.codes if c != 200]
-    fewest = min(load.serving) if load.serving else None
+    figures = load.figures()
+    failed, fewest = figures["failed"], figures["fewest_serving"]
     batches = [(b["batch"], [h["host"] for h in b["hosts"]], b["outcome"]) for b in (rollout or {}).get("batches", [])]
     selected = {}
     for host in SERVERS:
@@ -135,11 +103,11 @@ def test_rolling_change_under_load(fleet, results):  # pylint: disable=redefined
           and all(b[2] == "served" for b in batches) and set(selected.values()) == {"cutlass-tuned"})
     results.add("rolling", "rolling.yml, batch 1, a candidate change through 3 servers under a constant load via smg",
                 "rc %d; %d requests, %d failed; fewest serving %s of %d; batches %s; selected %s; %.0f s" % (
-                    rc, len(load.codes), len(failed), fewest, len(SERVERS), batches, sorted(set(selected.values())), wall),
+                    rc, figures["requests"], failed, fewest, len(SERVERS), batches, sorted(set(selected.values())), wall),
                 ok)
     assert rc == 0, out[-4000:]
-    assert not failed, (len(failed), sorted(set(failed)))
-    assert fewest == len(SERVERS) - 1, load.serving
+    assert figures["requests"] > 0 and not failed, figures
+    assert fewest == len(SERVERS) - 1, load.ready
     assert [b[1] for b in batches] == [["gpu01"], ["ct129"], ["gpu02"]], batches  # the inventory's order
     assert all(b[2] == "served" for b in batches), rollout
     assert set(selected.values()) == {"cutlass-tuned"}, selected
