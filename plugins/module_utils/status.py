@@ -113,6 +113,8 @@ def summarize(show, unit_text, env_text, record, apps, cgroup_pids, reply, value
         summary = state
     return {
         'summary': summary,
+        # a unit that runs a server which does not answer (heal.yml restarts it); a wrong key is no reason
+        'needs_restart': state == 'active' and served['status'] in ('down', 'unhealthy'),
         'unit': dict((k, show.get(k)) for k in SHOW_PROPERTIES),
         'main_pid': main_pid,
         'argv': argv,

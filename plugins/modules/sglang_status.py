@@ -75,6 +75,13 @@ summary:
   returned: always
   type: str
   sample: serving
+needs_restart:
+  description:
+    - Whether the unit is active but its server does not answer its health check (no answer, or an error status other
+      than 401 and 403), what C(playbooks/heal.yml) restarts.
+  returned: always
+  type: bool
+  sample: false
 unit:
   description: The unit's C(systemctl show) properties (state, C(MainPID), C(InvocationID), C(NRestarts), C(Result)).
   returned: always
