@@ -10,7 +10,7 @@ CHECKOUT = os.path.dirname(os.path.dirname(LAB))
 FAKES = os.path.join(LAB, "fakes")
 LABCTL = [sys.executable if sys.executable.startswith("/usr/bin/") else "/usr/bin/python3", os.path.join(LAB, "labctl.py")]
 KEY = "/var/tmp/llmserve-lab/ssh/id_ed25519"
-IPS = {"gpu01": "10.77.0.11", "pve01": "10.77.0.12", "ct129": "10.77.0.13", "ct130": "10.77.0.14"}
+IPS = {"gpu01": "10.77.0.11", "pve01": "10.77.0.12", "ct129": "10.77.0.13", "ct130": "10.77.0.14", "gpu02": "10.77.0.15"}
 SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
             "-o", "BatchMode=yes", "-o", "ConnectTimeout=5"]
 sys.path.insert(0, FAKES)
