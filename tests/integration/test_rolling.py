@@ -165,8 +165,12 @@ def test_prometheus_sees_the_fleet(fleet, results):  # pylint: disable=redefined
     rc, out = _play("playbooks/prometheus.yml", {"prometheus_targets_src": os.path.join(REPORT, "file_sd"),
                                                  "prometheus_scrape_interval": "1s"})
     want = sorted(["sglang/%s" % h for h in SERVERS] + ["smg/rt01"])
-    up = wait_for(lambda: sorted(k for k, v in _targets().items() if v == "up") == want, 30)
-    query = ssh("pve01", "curl -s 'http://127.0.0.1:9090/api/v1/query?query=smg_worker_health'", check=False).stdout
+    try:
+        up = wait_for(lambda: sorted(k for k, v in _targets().items() if v == "up") == want, 30)
+        query = ssh("pve01", "curl -s 'http://127.0.0.1:9090/api/v1/query?query=smg_worker_health'", check=False).stdout
+    finally:
+        # the role copies targets and removes none: the targets of this file's fleet go, for the worker's next files
+        ssh("pve01", "rm -f /etc/prometheus/file_sd/sglang/gpu02.json /etc/prometheus/file_sd/sglang/routers/rt01.json")
     workers = sorted(r["metric"].get("worker") for r in json.loads(query or "{}").get("data", {}).get("result", []))
     results.add("rolling", "prometheus.yml with the rolling change's file_sd (servers) and the router play's (routers/)",
                 "rc %d; targets %s; smg_worker_health of %d workers" % (rc, _targets(), len(workers)),
