@@ -27,14 +27,16 @@ READY_LINE = 'The server is fired up and ready to roll!'
 # dummy health server and logs this instead (rank 0 and a single host never do), so either line means "ready".
 # 0.5.23 (srt/utils/common.py:3684): "Dummy health check server started in background thread at HOST:PORT", seen
 # in the real two-node group's journal (tests/realserver); older releases only, never 0.5.23: "Starting dummy health
-# check server at HOST:PORT", "Dummy health check server scheduled".
+# check server at HOST:PORT", "Dummy health check server scheduled ..." (their srt/utils.py
+# run_dummy_health_check_server); kept beside the 0.5.23 line so that a member on such a release is seen ready too.
 MEMBER_READY_LINES = ('Dummy health check server started in background thread at',
                       'Starting dummy health check server at', 'Dummy health check server scheduled')
 
 # Start-up milestones, in the order SGLang reaches them.  name -> regex.  Each matches the line of 0.5.23 and
 # the one of older releases:
 #   init_parallel     "Init parallel begin." (0.5.23, srt/distributed/bootstrap.py:115; in the real server's journal,
-#                     tests/realserver/test_differential.py) / "Init torch distributed begin." (older releases only)
+#                     tests/realserver/test_differential.py) / "Init torch distributed begin." (older releases only: their
+#                     model_runner.py init_torch_distributed; never 0.5.23)
 #   loading_shards    "Multi-thread loading shards: 50% ..." (0.5.23, srt/model_loader/weight_utils.py:1369-1371) /
 #                     "Loading safetensors checkpoint shards: 50% ..." (older releases)
 #   cuda_graph_begin  "Capture target decode CUDA graph begin. backend=..., num_tokens_per_req=..." (0.5.23,

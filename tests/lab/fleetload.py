@@ -16,7 +16,7 @@ import threading
 import time
 import urllib.request
 
-from ansible_collections.llmserve.sglang.plugins.module_utils import loadgen
+from ansible_collections.llmserve.sglang.plugins.module_utils import loadgen, rolling
 
 
 def workers(address, port, key, timeout=5):
@@ -47,8 +47,8 @@ class FleetLoad(object):
                 listed = workers(self.address, self.port, self.key)
             except (OSError, ValueError):
                 listed = []
-            ready = set(w['url'] for w in listed if w.get('is_healthy') and w.get('status') == 'ready')
-            self.ready.append((time.time(), len(self.urls & ready)))
+            # read as the rollout itself reads smg's answer
+            self.ready.append((time.time(), len(rolling.router_view({'workers': listed}, list(self.urls))['ready'])))
             time.sleep(0.25)
 
     def __enter__(self):
