@@ -27,6 +27,9 @@ MIN_CPU_SHARE = 0.05
 MIN_READ_BYTES = 1 << 20
 # seconds between samples
 SAMPLE_EVERY = 1.0
+# idleness is told only after this many comparisons in a row without work: one quiet second of a busy
+# process on a loaded machine (a scheduler that ran others) is no hang
+IDLE_SAMPLES = 3
 
 
 def parse_cpu_stat(text):
@@ -117,19 +120,22 @@ class Activity(object):
     ``read()`` returns ``(cpu_seconds, read_bytes)`` or None (unknown: then it never counts as working).
     """
 
-    def __init__(self, read, min_cpu_share=MIN_CPU_SHARE, min_read_bytes=MIN_READ_BYTES, every=SAMPLE_EVERY):
+    def __init__(self, read, min_cpu_share=MIN_CPU_SHARE, min_read_bytes=MIN_READ_BYTES, every=SAMPLE_EVERY,
+                 idle_samples=IDLE_SAMPLES):
         self.read = read
         self.min_cpu_share = min_cpu_share
         self.min_read_bytes = min_read_bytes
         self.every = every
+        self.idle_samples = idle_samples
         self.last = None        # (time, cpu, bytes)
         self.last_busy = None   # time of the last sample that showed work
-        self.compared = False   # two samples seen: idleness can be told
+        self.idle_run = 0       # comparisons in a row that showed no work
         self.known = True       # False once the reader said it cannot tell
 
     def judged(self):
-        """True once idleness can be told (two samples compared), or when usage cannot be read at all."""
-        return self.compared or not self.known
+        """True once the server was seen idle ``idle_samples`` comparisons in a row, or when usage cannot be
+        read at all (then silence alone decides)."""
+        return self.idle_run >= self.idle_samples or not self.known
 
     def poll(self, now):
         """Sample when due; return True when the server used CPU or read data since the previous sample."""
@@ -146,9 +152,11 @@ class Activity(object):
         prev, self.last = self.last, (now, cpu, rbytes)
         if prev is None:
             return False
-        self.compared = True
         dt = max(now - prev[0], 1e-6)
         busy = (cpu - prev[1]) >= self.min_cpu_share * dt or (rbytes - prev[2]) >= self.min_read_bytes
         if busy:
             self.last_busy = now
+            self.idle_run = 0
+        else:
+            self.idle_run += 1
         return busy

@@ -81,8 +81,8 @@ options:
     description:
       - Seconds without a new log line, while the process is alive and not ready, and idle, after which the status
         is C(hang).
-      - Idle means that the unit's processes used less than 5 % of a CPU core and read less than 1 MiB between two
-        samples (its cgroup's C(cpu.stat) and C(io.stat), else the main process's tree in /proc). A silent load
+      - Idle means that the unit's processes used less than 5 % of a CPU core and read less than 1 MiB in each of three
+        one-second samples in a row (its cgroup's C(cpu.stat) and C(io.stat), else the main process's tree in /proc). A silent load
         that works (a tqdm bar with no newline, a JIT compile, imports) is never a hang.
     type: float
     default: 600

@@ -97,14 +97,15 @@ def test_activity_unknown_usage_is_never_busy():
     assert failing.poll(0) is False
 
 
-def test_judged_after_two_samples_or_when_unknown():
-    feed = iter([(1.0, 0), (1.0, 0)])
+def test_judged_after_three_idle_samples_in_a_row_or_when_unknown():
+    # idle, idle, busy (resets the run), idle, idle, idle: judged only at the last
+    feed = iter([(1.0, 0), (1.0, 0), (1.0, 0), (2.0, 0), (2.0, 0), (2.0, 0), (2.0, 0)])
     act = activity.Activity(lambda: next(feed))
-    assert not act.judged()
-    act.poll(0)
-    assert not act.judged()
-    act.poll(1)
-    assert act.judged()
+    seen = []
+    for t in range(7):
+        act.poll(t)
+        seen.append(act.judged())
+    assert seen == [False, False, False, False, False, False, True]
     unknown = activity.Activity(lambda: None)
     unknown.poll(0)
     assert unknown.judged()
