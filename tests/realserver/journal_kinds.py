@@ -80,6 +80,12 @@ ALLOWED_LINES = [
      "Python's multiprocessing resource tracker (multiprocessing/resource_tracker.py) warns of the semaphores the "
      "real main process left when it ended without its clean-up; whether it writes before systemd kills it is a "
      "race; the fake's main process creates no semaphores"),
+    ("real", r"resource_tracker: process died unexpectedly, relaunching\. Some resources might leak\."
+             r"|warnings\.warn\('resource_tracker: process died unexpectedly, '", None,
+     "Python's multiprocessing resource tracker (multiprocessing/resource_tracker.py:123 of 3.11.7) relaunches "
+     "itself, with this warning, when a process of the real server asks for it after SGLang's kill_process_tree "
+     "(srt/utils/common.py:2507) ended it first: the order of the tree's deaths is a race; the fake's tracker "
+     "serves none of its processes"),
 ]
 _PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d((?: [A-Z]{2}\d+)*)\] ")
 _ACCESS = re.compile(r'INFO:\s+\S+ - "(\w+) (\S+) HTTP/[\d.]+" (\d+)')
