@@ -212,24 +212,41 @@ class Bench(object):
                     if k in split else 'not found' for k in ('line_after_kill', 'verdict_after_line')) +
                     (os.path.join(self.out, 'logs', 'p1real-detect-latency.log'),)))
 
-    def p5_real(self, rounds=3):
-        """P5 on the real SGLang 0.5.23 serving the known-good configuration: playbooks/benchmark.yml, then SGLang's
-        own bench_serving (random-ids as ids, same lengths and concurrency) on the same server, ``rounds`` times in
-        turn; each figure's median over the rounds is compared (the 2-core lab's speed drifts from minute to minute,
-        so one run of each, a minute apart, compares the drift as much as the tools)."""
+    def p5_real(self, rounds=4):
+        """P5 on the real SGLang 0.5.23 serving the known-good configuration: playbooks/benchmark.yml and SGLang's
+        own bench_serving (random-ids as ids, same lengths and concurrency) on the same server, ``rounds`` rounds,
+        the two in turn and in alternate order (ours first in even rounds, bench_serving first in odd ones), the
+        server's prefix cache flushed before each run (each tool sends the same seeded prompts every time, which a
+        warm cache would serve faster). Each figure's median over the rounds is compared; bench_serving's own spread
+        over the same rounds is printed beside it: the 2-core lab's speed drifts from minute to minute, and a
+        difference smaller than that spread is not told apart by these rounds."""
         log('P5 real: the collection\'s load test beside bench_serving on the real server, %d rounds' % rounds)
         env = dict(self.ansible_env(), ANSIBLE_STDOUT_CALLBACK='ansible.builtin.json')
         bench = benchcompare.BENCH_P5
         ours, theirs = [], []
-        for n in range(rounds):
+
+        def flush(name):
+            # POST /flush_cache (entrypoints/http_server.py): "Cache flushed." when nothing runs
+            self.sh(LABCTL + ['ssh', 'gpu01', '--', '/usr/bin/python3', '-c', '"import urllib.request as u; print(u.urlopen('
+                              'u.Request(\'http://127.0.0.1:30000/flush_cache\', method=\'POST\')).read().decode())"'],
+                    name + '-flush', check=False)
+
+        def run_ours(n):
+            flush('p5real-benchmark-%d' % n)
             dummy, dummy2, out = self.sh([os.path.join(BIN, 'ansible-playbook'), 'playbooks/benchmark.yml', '-i',
                                           'inventories/lab', '-l', 'gpu01', '-e', '@' + REAL_VARS,
                                           '-e', json.dumps({'sglang_benchmark': bench})],
                                          'p5real-benchmark-%d' % n, env=env, check=False)
             ours.append(benchcompare.collection_result(out, 'gpu01', bench)[1])
+
+        def run_theirs(n):
+            flush('p5real-bench-serving-%d' % n)
             dummy, dummy2, text = self.sh(LABCTL + ['ssh', 'gpu01', '--', benchcompare.bench_serving_command(bench)],
                                           'p5real-bench-serving-%d' % n, check=False)
             theirs.append(benchcompare.bench_serving_result(text) or {})
+        for n in range(rounds):
+            for step in ((run_ours, run_theirs) if n % 2 == 0 else (run_theirs, run_ours)):
+                step(n)
         level, other = benchcompare.medians(ours), benchcompare.medians(theirs)
         diffs = benchcompare.compare(level, other)
         met = all(rel is not None and abs(rel) <= benchcompare.TOLERANCE for dummy, dummy2, rel in diffs.values())
@@ -239,6 +256,14 @@ class Bench(object):
             'bench_serving random-ids (as ids), same server', met)
         self.notes.append('P5 real, each round (the collection / bench_serving): %s' % '; '.join(
             benchcompare.row(a, b) for a, b in zip(ours, theirs)))
+        self.notes.append('P5 real, each tool\'s own spread over these rounds ((max - min) / median; a difference '
+                          'smaller than this is not told apart): %s' % '; '.join(
+                              '%s: the collection %s, bench_serving %s' % (
+                                  key, '%.0f %%' % (100 * a) if a is not None else '-',
+                                  '%.0f %%' % (100 * b) if b is not None else '-')
+                              for key, (a, b) in sorted((k, (benchcompare.spread(ours)[k],
+                                                             benchcompare.spread(theirs)[k]))
+                                                        for k in benchcompare.COMPARED)))
 
     # ------------------------------------------------------------------ lab phase A: P4, fastest, P2
     def p4_cleanup(self):

@@ -17,8 +17,8 @@ from __future__ import absolute_import, division, print_function
 import json
 
 BENCH = {"concurrency": [4], "num_prompts": 16, "input_len": 64, "output_len": 32, "gpu_sampling": False}
-# `make bench` (P5): four times the requests, so that the run lasts seconds rather than a fraction of one
-BENCH_P5 = dict(BENCH, num_prompts=64)
+# `make bench` (P5): eight times the requests, so that each run lasts seconds rather than a fraction of one
+BENCH_P5 = dict(BENCH, num_prompts=128)
 REAL_PYTHON = "/var/lib/llmserve-lab/sglang-0.5.23/bin/python3"
 MODEL = "/var/lib/llmserve-lab/models/tiny-qwen2-chat"
 # the figures compared, and how far apart they may be (relative to bench_serving's)
@@ -67,6 +67,18 @@ def medians(runs):
     for key in COMPARED:
         values = sorted(r[key] for r in runs if isinstance(r.get(key), (int, float)))
         out[key] = ((values[(len(values) - 1) // 2] + values[len(values) // 2]) / 2.0) if values else None
+    return out
+
+
+def spread(runs):
+    """{figure: (max - min) / median over ``runs``}: how far one tool's runs on the same server differ from each
+    other (None with fewer than two runs that have the figure). Two tools whose medians are closer than this are
+    not told apart by these rounds."""
+    out = {}
+    mid = medians(runs)
+    for key in COMPARED:
+        values = [r[key] for r in runs if isinstance(r.get(key), (int, float))]
+        out[key] = ((max(values) - min(values)) / mid[key]) if len(values) > 1 and mid[key] else None
     return out
 
 

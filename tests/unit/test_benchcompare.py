@@ -27,6 +27,14 @@ def test_medians(case):
         assert got[key] == (None if want is None else pytest.approx(want))
 
 
+@pytest.mark.parametrize("case", CASES["spread"], ids=[c["name"] for c in CASES["spread"]])
+def test_spread(case):
+    got = benchcompare.spread(case["runs"])
+    assert set(got) == set(case["want"])
+    for key, want in case["want"].items():
+        assert got[key] == (None if want is None else pytest.approx(want, abs=1e-3))
+
+
 @pytest.mark.parametrize("case", CASES["compare"], ids=[c["name"] for c in CASES["compare"]])
 def test_compare(case):
     got = benchcompare.compare(case["ours"], case["theirs"])
