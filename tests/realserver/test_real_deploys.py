@@ -36,6 +36,7 @@ from realserver import (CHECKOUT, RESULTS, by_name, deploy_falls_back, evidence_
                         show, ssh)
 # pylint: disable-next=wrong-import-position
 from ansible_collections.llmserve.sglang.plugins.module_utils._systemd import parse_show  # noqa: E402
+from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log  # noqa: E402
 
 
 def test_silent_working_load_is_not_a_hang(lab):  # pylint: disable=unused-argument,redefined-outer-name
@@ -74,6 +75,8 @@ def test_two_node_group_serves_and_blames_rank1(lab):  # pylint: disable=unused-
     show("group: known-good", "gpu01", good, journal_line("gpu01", "The server is fired up and ready to roll!"))
     member = ssh("ct129", "journalctl -u sglang.service --no-pager -o cat | grep -m1 'Dummy health check server'")
     assert "Dummy health check server started in background thread" in member, member
+    # the real member's line is what the collection reads as a member's readiness
+    assert sglang_log.milestone_of(member.strip().splitlines()[0])[0] == "ready", member
     answer = ssh("gpu01", "curl -s -m 60 -H 'Content-Type: application/json' -d '{\"text\": \"The capital city of "
                           "France is\", \"sampling_params\": {\"max_new_tokens\": 12, \"temperature\": 0}}' "
                           "http://127.0.0.1:30000/generate")
