@@ -5,7 +5,8 @@
 behind smg on rt01; playbooks/rolling.yml rolls a change of the candidate list through them one at a time while a
 constant load goes through the router (the collection's load generator, tests/lab/fleetload.py): no request fails
 and never fewer than two servers are in the router's traffic. A batch that does not end serving stops the rollout and
-leaves the later hosts as they were; bad settings stop before any host is changed."""
+leaves the later hosts as they were; bad settings stop before any host is changed; gpu02, taken out of the inventory
+again, is gone from the router's list when router.yml ends."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -178,3 +179,19 @@ def test_prometheus_sees_the_fleet(fleet, results):  # pylint: disable=redefined
     assert rc == 0, out[-3000:]
     assert up, _targets()
     assert workers == sorted(URLS.values()), query[:2000]
+
+
+def test_a_host_gone_from_the_inventory_leaves_the_router(fleet, results):  # pylint: disable=redefined-outer-name,unused-argument
+    """router.yml without this file's inventory (gpu02 no longer a member): when the play ends the router lists
+    gpu01 and ct129 alone, gpu02 drained and dropped rather than still in its list."""
+    assert sorted(w["url"] for w in router("/workers")[1].get("workers", [])) == sorted(URLS.values())
+    rc, out = _play("playbooks/router.yml", ROUTER_VARS)
+    listed = router("/workers")[1].get("workers", [])
+    urls = sorted(w["url"] for w in listed)
+    healthy = all(w.get("is_healthy") for w in listed)
+    want = sorted(URLS[h] for h in ("gpu01", "ct129"))
+    results.add("rolling", "router.yml again without gpu02 in the inventory",
+                "rc %d; listed when the play ends: %s (%s)" % (rc, urls, "all healthy" if healthy else "NOT all healthy"),
+                rc == 0 and urls == want and healthy)
+    assert rc == 0, out[-3000:]
+    assert urls == want and healthy, listed
