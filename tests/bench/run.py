@@ -353,6 +353,38 @@ class Bench(object):
             '<= +2 s over the idle task', 'a task file that includes itself per line: grows with nesting',
             extra - idle <= 2)
 
+    def task_costs(self, n=50):
+        """What one task costs, by kind: playbooks of ``n`` equal tasks on gpu01 against one with a single skipped
+        task (the start of ansible-playbook). The controller's CPU (ansible-playbook, its forks and ssh clients) and
+        gpu01's (its sshd and the module's Python) per task: the unit P3c's deploy is made of."""
+        log('costs: %d tasks of each kind on gpu01' % n)
+        inv = os.path.join(ROOT, 'inventories', 'lab')
+        kinds = (('start', 'ansible.builtin.debug: {msg: x}\n      when: false', 1),
+                 ('skipped', 'ansible.builtin.debug: {msg: x}\n      when: false', n),
+                 ('debug (no connection)', 'ansible.builtin.debug: {msg: x}', n),
+                 ('raw (one ssh exec, no Python)', 'ansible.builtin.raw: "true"', n),
+                 ('ping (a module run over ssh)', 'ansible.builtin.ping:', n),
+                 ('sglang_status (a module of the collection)', 'llmserve.sglang.sglang_status: {}', n))
+        cost = {}
+        for name, task, count in kinds:
+            path = os.path.join(self.out, 'costs-%s.yml' % name.split()[0])
+            with open(path, 'w') as f:
+                f.write('- name: %d tasks\n  hosts: gpu01\n  gather_facts: false\n  tasks:\n' % count)
+                for i in range(count):
+                    f.write('    - name: t%d\n      %s\n' % (i, task))
+            cpu0 = self.lab_cpu()
+            dummy, seconds, dummy2 = self.sh([os.path.join(BIN, 'ansible-playbook'), path, '-i', inv],
+                                             'costs-' + name.split()[0], env=self.ansible_env())
+            cost[name] = (self.last_cpu, self.cpu_since(cpu0, ['gpu01'])['gpu01'], seconds, count)
+        ctl0, host0, dummy, dummy2 = cost['start']
+        lines = ['start of ansible-playbook (one skipped task): controller %.2f s, gpu01 %.2f s' % (ctl0, host0)]
+        for name, (ctl, host, seconds, count) in cost.items():
+            if name != 'start':
+                lines.append('%-44s controller %4.0f ms, gpu01 %4.0f ms, wall %4.0f ms per task' % (
+                    name, 1000 * (ctl - ctl0) / count, 1000 * (host - host0) / count, 1000 * seconds / count))
+        self.notes.append('Cost of one task by kind (tests/bench/run.py --only costs; %d tasks each, minus the start):'
+                          '\n  %s' % (n, '\n  '.join(lines)))
+
     def p2(self):
         spent = 0.0
         names = []
@@ -601,7 +633,7 @@ def main():
     ap.add_argument('--skip-lab', action='store_true', help='only P1 and P5')
     ap.add_argument('--real-runs', type=int, default=10, help='P1 on the real SGLang: scheduler kills (each a real '
                     'start of 30 to 90 s)')
-    ap.add_argument('--only', default='', help='comma-separated steps to run (p5, p1, p4, fastest, p8, p3p6, p2, p7, '
+    ap.add_argument('--only', default='', help='comma-separated steps to run (p5, p1, p4, fastest, p8, p3p6, p2, costs, p7, '
                     'p9, p1real); default: all')
     ap.add_argument('--baseline', default='', help='another checkout of the collection (e.g. a worktree of an earlier '
                     'commit): p3p6 runs its deploy too, on a fresh lab, and prints both side by side')
@@ -631,10 +663,10 @@ def main():
 
     steps = [step for name, step in (('p5', b.p5_loadgen), ('p1', lambda: b.p1_detect(args.runs))) if wanted(name)]
     lab_steps = [step for name, step in (('p4', b.p4_cleanup), ('fastest', b.fastest), ('p8', b.p8_await_cost),
-                                         ('p3p6', p3p6), ('p2', b.p2),
+                                         ('costs', b.task_costs), ('p3p6', p3p6), ('p2', b.p2),
                                          ('p7', b.p7), ('p9', b.p9), ('p1real', p1_real)) if wanted(name)]
     # p3p6, p7, p9 and p1real bring up labs of their own; the others share the default lab
-    default_lab = any(wanted(name) for name in ('p4', 'fastest', 'p8', 'p2'))
+    default_lab = any(wanted(name) for name in ('p4', 'fastest', 'p8', 'p2', 'costs'))
     run_steps(b, steps)
     if not args.skip_lab and lab_steps:
         lab_phase(b, lab_steps, default_lab)
