@@ -197,7 +197,9 @@ def xdist_lab_unconfigure(config):
 
 def long_files_first(config, items, first):
     """From ``pytest_collection_modifyitems`` under pytest-xdist: the test files named in ``first`` (longest first)
-    before the others, each file's tests in their order, so that no worker is left alone with a long file at the end."""
+    before the others, each file's tests in their order. pytest-xdist's ``--dist loadfile`` then hands the files out
+    by their number of tests, most first (its default ``--loadscope-reorder``), so this order decides only among
+    files with as many tests."""
     if xdist_workers(config) or is_xdist_worker(config):
         rank = dict((name, i) for i, name in enumerate(first))
         items.sort(key=lambda item: rank.get(os.path.basename(str(item.fspath)), len(rank)))
