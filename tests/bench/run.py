@@ -227,8 +227,7 @@ class Bench(object):
 
         def flush(name):
             # POST /flush_cache (entrypoints/http_server.py): "Cache flushed." when nothing runs
-            self.sh(LABCTL + ['ssh', 'gpu01', '--', '/usr/bin/python3', '-c', '"import urllib.request as u; print(u.urlopen('
-                              'u.Request(\'http://127.0.0.1:30000/flush_cache\', method=\'POST\')).read().decode())"'],
+            self.sh(LABCTL + ['ssh', 'gpu01', '--', 'curl', '-sS', '-X', 'POST', 'http://127.0.0.1:30000/flush_cache'],
                     name + '-flush', check=False)
 
         def run_ours(n):
