@@ -31,6 +31,11 @@ def router_files(hostvars, router_host, backends, groups, binary, params):
     return out
 
 
+def router_listing(body, members, allow_extra=False):
+    """smg's ``GET /workers`` answer against the members: {'missing', 'extra', 'settled'} (module_utils/router.py)."""
+    return router.listing(body, list(members or []), bool(allow_extra))
+
+
 class FilterModule(object):
     def filters(self):
-        return {'router_files': router_files}
+        return {'router_files': router_files, 'router_listing': router_listing}

@@ -134,3 +134,16 @@ def file_sd(router, address, params):
 def out_of_service_within(params):
     """Seconds at most from a server's last good answer to the router's marking it unhealthy."""
     return int(params['health_interval']) * int(params['health_failures']) + int(params['health_timeout'])
+
+
+def listing(body, members, allow_extra=False):
+    """smg's ``GET /workers`` answer (``body``) against the router's ``members`` ({'id', 'url'}) -> {'missing': the
+    ids of members not listed healthy, 'extra': the URLs listed that are no member (a removed member drains for
+    ``drain_settle_secs`` before smg drops it), 'settled': nothing missing and, unless ``allow_extra`` (check mode,
+    which writes no manifest), nothing extra}."""
+    listed = (body.get('workers') or []) if isinstance(body, dict) else []
+    healthy = set(w.get('url') for w in listed if w.get('is_healthy'))
+    urls = set(m['url'] for m in members)
+    missing = [m['id'] for m in members if m['url'] not in healthy]
+    extra = [w.get('url') for w in listed if w.get('url') not in urls]
+    return {'missing': missing, 'extra': extra, 'settled': not missing and (allow_extra or not extra)}

@@ -74,3 +74,11 @@ def test_out_of_service_within():
 @pytest.mark.parametrize('case', CASES['resolve'], ids=[c['name'] for c in CASES['resolve']])
 def test_resolve(case):
     assert router.resolve(case['names'], CASES['groups']) == case['want']
+
+
+LISTING_MEMBERS = [{'id': 'a', 'url': 'http://10.0.0.1:30000'}, {'id': 'b', 'url': 'http://10.0.0.2:30000'}]
+
+
+@pytest.mark.parametrize('case', CASES['listing'], ids=[c['name'] for c in CASES['listing']])
+def test_listing(case):
+    assert router.listing(case['body'], LISTING_MEMBERS, case.get('allow_extra', False)) == case['want']
