@@ -9,13 +9,12 @@ TTFT is the time to the first streamed chunk, ITL the gaps between chunks (a chu
 carries k new tokens counts as k gaps of 1/k, as bench_serving does), E2E the time to the
 end of the stream.
 
-Design: one thread per concurrent stream, each with its own keep-alive connection, on
-blocking sockets.  We use :mod:`http.client` directly here and not
-``ansible.module_utils.urls.open_url`` because open_url builds a new urllib opener and
-connection per request (TLS handshake and TCP set-up counted into TTFT, no keep-alive),
-and because we need ``read1`` on the raw response so that each chunk is timestamped the
-moment it arrives; ``http.client`` is the standard library, so the module still runs on any
-target with a bare Python.  Parsing per event is minimal (no JSON decode of the growing
+Design: one thread per concurrent stream on blocking sockets, a new connection for each
+request whose TCP (and TLS) set-up counts into its TTFT, as bench_serving opens a client
+session per request.  We use :mod:`http.client` directly here and not
+``ansible.module_utils.urls.open_url`` because we need ``read1`` on the raw response so that
+each chunk is timestamped the moment it arrives; ``http.client`` is the standard library, so
+the module still runs on any target with a bare Python.  Parsing per event is minimal (no JSON decode of the growing
 cumulative text: the token count is read from ``"completion_tokens"``), so 64 streams at a
 few thousand tokens/s total cost a few percent of one core (see tests/bench/loadgen_accuracy.py).
 
@@ -264,15 +263,17 @@ def _connect(host, port, scheme, timeout, validate_certs):
 
 
 def _warm_up(connect, path, bodies, headers):
-    """Send ``bodies`` one by one on one connection; not counted."""
-    conn = connect()
+    """Send ``bodies`` one by one, a connection each; not counted."""
     for body in bodies:
-        stream_one(conn, path, body, headers, Result())
-    conn.close()
+        conn = connect()
+        try:
+            stream_one(conn, path, body, headers, Result())
+        finally:
+            conn.close()
 
 
 def _run_streams(connect, path, bodies, headers, concurrency, timeout, monitor=None):
-    """Send ``bodies`` with at most ``concurrency`` in flight, one thread and connection each; a request not started
+    """Send ``bodies`` with at most ``concurrency`` in flight, one thread each; a request not started
     within ``timeout`` seconds fails unsent. Returns ``(results, t0)``, t0 the moment the threads were released."""
     num = len(bodies)
     results = [Result() for dummy in range(num)]
@@ -282,23 +283,23 @@ def _run_streams(connect, path, bodies, headers, concurrency, timeout, monitor=N
     start_evt = threading.Event()
 
     def worker():
-        conn = connect()
         start_evt.wait()
-        try:
-            while True:
-                with lock:
-                    i = state['next']
-                    state['next'] = i + 1
-                if i >= num:
-                    return
-                if time.perf_counter() > deadline:
-                    results[i].error = 'not sent: benchmark timeout'
-                    continue
-                if not stream_one(conn, path, bodies[i], headers, results[i]):
-                    conn.close()
-                    conn = connect()
-        finally:
-            conn.close()
+        while True:
+            with lock:
+                i = state['next']
+                state['next'] = i + 1
+            if i >= num:
+                return
+            if time.perf_counter() > deadline:
+                results[i].error = 'not sent: benchmark timeout'
+                continue
+            # a connection per request, its set-up inside the request's TTFT, as bench_serving opens a client
+            # session per request (sglang/benchmark/serving.py, async_request_sglang_generate)
+            conn = connect()
+            try:
+                stream_one(conn, path, bodies[i], headers, results[i])
+            finally:
+                conn.close()
 
     threads = [threading.Thread(target=worker, name='loadgen-%d' % n) for n in range(min(concurrency, num))]
     for t in threads:

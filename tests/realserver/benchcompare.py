@@ -29,8 +29,10 @@ TOLERANCE = 0.05
 def bench_serving_command(bench=None, port=30000):
     """The shell command, run on the GPU host, that runs bench_serving and prints its JSON line last."""
     bench = bench or BENCH
+    # HF_HUB_OFFLINE: bench_serving looks the served model's name up on the Hugging Face hub first (five retries,
+    # twice: about 45 s with no network); the tokenizer it uses is the local folder given
     return " ".join([
-        REAL_PYTHON, "-m", "sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1", "--port", str(port),
+        "HF_HUB_OFFLINE=1", REAL_PYTHON, "-m", "sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1", "--port", str(port),
         "--dataset-name", "random-ids", "--tokenize-prompt", "--tokenizer", MODEL, "--num-prompts", str(bench["num_prompts"]),
         "--random-input-len", str(bench["input_len"]), "--random-output-len", str(bench["output_len"]),
         "--random-range-ratio", "1", "--max-concurrency", str(bench["concurrency"][0]), "--disable-tqdm",
@@ -65,8 +67,8 @@ def medians(runs):
     None when no run has it)."""
     out = {}
     for key in COMPARED:
-        values = sorted(r[key] for r in runs if isinstance(r.get(key), (int, float)))
-        out[key] = ((values[(len(values) - 1) // 2] + values[len(values) // 2]) / 2.0) if values else None
+        values = [r[key] for r in runs if isinstance(r.get(key), (int, float))]
+        out[key] = _median(values) if values else None
     return out
 
 
@@ -79,6 +81,30 @@ def spread(runs):
     for key in COMPARED:
         values = [r[key] for r in runs if isinstance(r.get(key), (int, float))]
         out[key] = ((max(values) - min(values)) / mid[key]) if len(values) > 1 and mid[key] else None
+    return out
+
+
+def _median(values):
+    values = sorted(values)
+    return (values[(len(values) - 1) // 2] + values[len(values) // 2]) / 2.0
+
+
+def paired(ours, theirs):
+    """{figure: (median, low, high, n)} of the per-round differences (ours - theirs) / theirs, over the rounds in
+    which both tools have the figure (``ours[i]`` and ``theirs[i]`` ran one right after the other on the same
+    server); low and high are the medians of the lower and the upper half, so half the rounds lie between them.
+    The two runs of a round share the machine's speed of that minute, so the machine's drift from minute to minute,
+    which makes each tool's own spread over the rounds large, cancels out of each difference. None where no round
+    has both."""
+    out = {}
+    for key in COMPARED:
+        rels = sorted((a[key] - b[key]) / b[key] for a, b in zip(ours, theirs)
+                      if isinstance(a.get(key), (int, float)) and isinstance(b.get(key), (int, float)) and b[key])
+        if not rels:
+            out[key] = None
+            continue
+        half = (len(rels) + 1) // 2
+        out[key] = (_median(rels), _median(rels[:half]), _median(rels[len(rels) - half:]), len(rels))
     return out
 
 

@@ -42,3 +42,15 @@ def test_compare(case):
         rel = got[key][2]
         assert rel == (None if want is None else pytest.approx(want, abs=1e-4))
     assert "median_ttft_ms" in benchcompare.row(case["ours"], case["theirs"])
+
+
+@pytest.mark.parametrize("case", CASES["paired"], ids=[c["name"] for c in CASES["paired"]])
+def test_paired(case):
+    got = benchcompare.paired(case["ours"], case["theirs"])
+    assert set(got) == set(case["want"])
+    for key, want in case["want"].items():
+        if want is None:
+            assert got[key] is None
+        else:
+            assert list(got[key][:3]) == pytest.approx(want[:3], abs=1e-4)
+            assert got[key][3] == want[3]
