@@ -242,6 +242,10 @@ class HealthProbe(object):
         self.thread.daemon = True
         self.thread.start()
 
+    def busy(self):
+        """A probe sent and not answered yet."""
+        return self.thread is not None and self.thread.is_alive()
+
     def _run(self):
         r = sghttp.get(self.url, api_key=self.api_key, timeout=self.timeout, validate_certs=self.validate_certs)
         self.last = r
@@ -532,12 +536,16 @@ class Wait(object):
         return None
 
     def step_expired(self, now):
-        """Check mode looks once; with O(step), return C(loading) (a call with a probe request in flight waits for
-        its answer); with O(progress) too, as soon as the milestone changed, once the call is O(progress) old."""
+        """Check mode looks once; with O(step), return C(loading) (a call with a probe request or a health probe
+        in flight waits for its answer: SGLang answers C(/health_generate) on its own 1-s tick, and a call that
+        gave up on it would send the next call's probe to the same fate); with O(progress) too, as soon as the
+        milestone changed, once the call is O(progress) old."""
         p, request = self.p, self.request
         if self.check_mode:
             return STOP
         if not p['step'] or (request is not None and request.thread is not None):
+            return None
+        if self.probe.busy():
             return None
         waited = now - self.times.t_call
         moved = p.get('progress') and waited >= p['progress'] and self.state.milestone != self.first_milestone
@@ -737,6 +745,9 @@ class Healthy(object):
 
     def kick(self, now):
         return None
+
+    def busy(self):
+        return False
 
 
 class WorkRequest(InThread):

@@ -354,6 +354,10 @@ class FakeProbe(object):
         if self.answer_after is not None and now - self.first >= self.answer_after:
             self.ok = True
 
+    def busy(self):
+        """Sent and not answered yet (a probe that never answers is sent again and again: busy too)."""
+        return self.first is not None and not self.ok
+
 
 def wait_params(**kw):
     p = dict(require_ready_line=False, timeout=30.0, hang_timeout=600.0, unhealthy_timeout=60.0, step=0,
@@ -396,9 +400,11 @@ def test_traceback(case):
 def test_milestone_steps(case):
     clock = FakeClock()
     state = sglang_log.LogState()
-    res = _readiness.wait(wait_params(require_ready_line=True, step=60.0, timeout=1000.0, **case['params']), RunningUnit(5),
-                          ScriptedLog(clock, case['script']), FakeProbe(None), state, clock=clock)
-    assert res['status'] == 'loading'
+    params = dict(case['params'])
+    probe = FakeProbe(params.pop('answer_after', None))
+    res = _readiness.wait(wait_params(require_ready_line=True, step=params.pop('step', 60.0), timeout=1000.0, **params),
+                          RunningUnit(5), ScriptedLog(clock, case['script']), probe, state, clock=clock)
+    assert res['status'] == case.get('status', 'loading')
     assert case['seconds'][0] <= res['seconds'] < case['seconds'][1]
     assert state.milestone == case['milestone']
 
