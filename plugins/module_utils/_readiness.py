@@ -355,7 +355,7 @@ class Wait(object):
         self.res = {'status': 'loading', 'reason': None, 'signal': None, 'exit_code': None}
         # silence is a hang only while the server is also idle (no CPU, no reads): loads and compiles can be silent
         self.work = activity.Activity(getattr(watch, 'usage', lambda: None))
-        self.first_milestone = None  # the milestone after this call's first read (see step_expired)
+        self.first_milestone = None  # the milestone after this call's first read and its older lines (step_expired)
         self.ticks = 0
 
     def run(self):
@@ -406,6 +406,9 @@ class Wait(object):
         for line, ts in lines:
             had_ready = self.state.ready
             self.state.feed(line)
+            if ts is not None and ts < t.t_call:
+                # logged before this call (the journal's backlog may come after the first read): no change
+                self.first_milestone = self.state.milestone
             if self.state.ready and not had_ready:
                 t.ready_at = ts if ts is not None else now
                 if not self.p['require_ready_line']:

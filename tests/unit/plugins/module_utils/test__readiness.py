@@ -316,12 +316,14 @@ class ScriptedLog(object):
 
     def __init__(self, clock, script):
         self.clock = clock
-        self.script = [(clock.t + after, text) for after, text in script]
+        # [after, text] or [after, text, delivered]: a line read only once the clock is `delivered` seconds past the
+        # call (the journal's backlog coming after the first read)
+        self.script = [(clock.t + e[0], e[1], clock.t + (e[2] if len(e) > 2 else e[0])) for e in script]
 
     def poll(self, interval):
         self.clock.t += interval
-        due = [(text, t) for t, text in self.script if t <= self.clock.t]
-        self.script = [(t, text) for t, text in self.script if t > self.clock.t]
+        due = [(text, t) for t, text, at in self.script if at <= self.clock.t]
+        self.script = [(t, text, at) for t, text, at in self.script if at > self.clock.t]
         return due
 
 
