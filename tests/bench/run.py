@@ -437,16 +437,20 @@ class Bench(object):
             by_role[role] = by_role.get(role, 0.0) + t['seconds']
             res = t.get('result') or {}
             s = 0.0
-            if t['action'] == 'sglang_launch' and t['status'] == 'ok':
-                fresh = fresh or any(a in ('start', 'restart') for a in res.get('actions') or [])
-                # the previous server's stop (free_gpus): SGLang's own drain and shut-down after SIGTERM
-                s = float((res.get('unit_stop') or {}).get('seconds') or 0)
-            elif t['action'] == 'await_server_ready' and t['status'] == 'ok' and res.get('status') != 'loading':
-                # a fresh start: the server's time from its start to the verdict; else only this call's wait
-                s = float(res.get('elapsed') or 0) if fresh else float(res.get('seconds') or 0)
-                fresh = False
-            elif t['action'] == 'smoke_generate' and t['status'] == 'ok':
-                s = float(res.get('seconds') or 0)
+            # trial_run: its module runs, each as the task that ran it alone would be
+            runs = [(run['module'], run, 'failed' if run.get('failed') else 'ok') for run in res.get('runs') or []] \
+                if t['action'] == 'trial_run' else [(t['action'], res, t['status'])]
+            for action, one, status in runs:
+                if action == 'sglang_launch' and status == 'ok':
+                    fresh = fresh or any(a in ('start', 'restart') for a in one.get('actions') or [])
+                    # the previous server's stop (free_gpus): SGLang's own drain and shut-down after SIGTERM
+                    s += float((one.get('unit_stop') or {}).get('seconds') or 0)
+                elif action == 'await_server_ready' and status == 'ok' and one.get('status') != 'loading':
+                    # a fresh start: the server's time from its start to the verdict; else only this call's wait
+                    s += float(one.get('elapsed') or 0) if fresh else float(one.get('module_seconds', one.get('seconds')) or 0)
+                    fresh = False
+                elif action == 'smoke_generate' and status == 'ok':
+                    s += float(one.get('module_seconds', one.get('seconds')) or 0)
             server += s
             server_by_role[role] = server_by_role.get(role, 0.0) + s
         tasks_sum = sum(by_role.values())
@@ -457,11 +461,12 @@ class Bench(object):
     @staticmethod
     def task_counts(timing, host):
         """(tasks, skipped, module runs) of ``host``: a module run is a task that ran a module on the host (not
-        skipped, not an action the controller does alone); an await with progress that called its module more than
-        once counts once."""
+        skipped, not an action the controller does alone), and each run of a trial_run task; an await with progress
+        that called its module more than once counts once."""
         rows = [t for t in timing['tasks'] if t['host'] == host]
         skipped = sum(1 for t in rows if t['status'] == 'skipped')
-        modules = sum(1 for t in rows if t['status'] != 'skipped' and t['action'] not in CONTROLLER_ACTIONS)
+        modules = sum(len((t.get('result') or {}).get('runs') or []) if t['action'] == 'trial_run' else 1
+                      for t in rows if t['status'] != 'skipped' and t['action'] not in CONTROLLER_ACTIONS)
         return len(rows), skipped, modules
 
     def p3_p6(self, checkout=ROOT, label=''):

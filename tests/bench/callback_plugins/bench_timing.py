@@ -34,6 +34,7 @@ KEEP = {
     'smoke_generate': ('ok', 'seconds'),
     'gpu_reset': ('seconds', 'seconds_to_free'),
     'sglang_launch': ('actions', 'unit_stop'),
+    'trial_run': ('runs',),
 }
 
 
