@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -63,7 +65,12 @@ class ActionModule(ActionBase):
         def say(line):
             display.display('%s: %s' % (host, line))
 
+        parent = os.getppid()
+
         def call(module, args):
+            # a worker whose ansible-playbook is gone (killed) starts nothing more: its task runs no further
+            if os.getppid() != parent:
+                raise AnsibleActionFail('the controller process that ran this task is gone: no further module run')
             return self._execute_module(module_name=module, module_args=args, task_vars=task_vars)
 
         def wait(args, label):

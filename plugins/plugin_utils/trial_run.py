@@ -119,16 +119,23 @@ class TrialRun(object):
             raise TrialFailed(result)
         return result
 
-    def launch(self, cand, extra_args):
+    def free_gpus(self):
+        """The launch's ``free_gpus``: the server started before is stopped (killed when it failed) and the GPUs
+        are freed before the start; None before the first start."""
+        free = self.p.get('free_gpus')
+        if self.last_started in (None, '') or free is None:
+            return None
+        return dict(free, kill_unit=self.prev_failed())
+
+    def launch(self, cand, extra_args, free_gpus):
         args = dict(self.defaults)
         args.update(state='restarted', enabled=False, extra_args=extra_args, force=cand.get('force', False),
                     restart='no', env=entries.combine(self.settings.get('env') or {}, cand.get('env') or {}, False))
         for key in BACKEND_KEYS:
             if cand.get(key):
                 args[key] = cand[key]
-        free = self.p.get('free_gpus')
-        if self.last_started not in (None, '') and free is not None:
-            args['free_gpus'] = dict(free, kill_unit=self.prev_failed())
+        if free_gpus is not None:
+            args['free_gpus'] = free_gpus
         result = self.run_module(LAUNCH, args)
         self.changed = self.changed or bool(result.get('changed'))
         if result.get('diff'):
@@ -150,11 +157,12 @@ class TrialRun(object):
         sc = self.settings.get('screen') or {}
         self.candidate, self.stage = cand['name'], 'screen'
         try:
+            free_gpus = self.free_gpus()   # read before this candidate is noted as the one started last
             self.last_started = cand['name']
             t0 = self.now()
             extra = screen.screen_args(list(self.settings.get('extra_args') or []) + list(cand.get('extra_args') or []),
                                        sc.get('layers'))
-            self.launch(cand, extra)
+            self.launch(cand, extra, free_gpus)
             ready = self.run_module(AWAIT, self.await_args(
                 timeout=sc.get('timeout'), hang_timeout=min(int(self.settings.get('hang_timeout')), int(sc.get('timeout'))),
                 probe={'endpoint': '/generate', 'prompt': SCREEN_PROMPT, 'max_tokens': 8,
@@ -168,7 +176,8 @@ class TrialRun(object):
         """trial.yml: launch, await with progress, smoke test when ready, post-mortem when it may have lost the server."""
         self.candidate, self.stage = cand['name'], 'trial'
         try:
-            self.launch(cand, list(self.settings.get('extra_args') or []) + list(cand.get('extra_args') or []))
+            self.launch(cand, list(self.settings.get('extra_args') or []) + list(cand.get('extra_args') or []),
+                        self.free_gpus())
             self.last_started = cand['name']
             t0 = self.now()
             self.await_own = {'status': 'loading'}

@@ -4,7 +4,8 @@
 
 A case: ``input`` (the task's arguments; a list of dicts is merged in order), ``modules`` (the module runs expected,
 in order: ``module``, ``args`` (a subset of the arguments; ``absent``: keys that must not be passed) and the
-``result``), ``settings`` (keys that replace those of the input's settings), ``output`` (values in the task's
+``result``), ``settings`` (keys that replace those of the input's settings), ``controller_gone_after`` (the
+parent process changes after that many module runs: ansible-playbook gone), ``output`` (values in the task's
 result by dotted path), ``said`` (substrings of the controller lines).
 """
 from __future__ import absolute_import, division, print_function
@@ -81,6 +82,9 @@ def run(case, monkeypatch):
         return dict(want.get('result') or {})
 
     monkeypatch.setattr(trial_run.ActionModule, '_execute_module', execute)
+    if case.get('controller_gone_after') is not None:
+        parents = [1000] * (case['controller_gone_after'] + 1)   # the first answer is read before any run
+        monkeypatch.setattr(trial_run.os, 'getppid', lambda: parents.pop(0) if parents else 1)
     monkeypatch.setattr(trial_run.display, 'display', lambda msg, *a, **k: said.append(msg))
     task = Task()
     task.args = args
