@@ -33,7 +33,7 @@ SPEC = dict(
     fingerprint=dict(type='str'),
     sglang_version=dict(type='str'),
     context=dict(type='dict', default={}),
-    secret_values=dict(type='list', elements='str', default=[], no_log=True),
+    redact_values=dict(type='list', elements='str', default=[], no_log=True),
     smoke_timeout=dict(type='int', default=120),
     step=dict(type='int', default=10),
     selected=dict(type='str'),

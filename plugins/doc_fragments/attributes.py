@@ -19,6 +19,22 @@ attributes:
     description: Will return details on what has changed (or possibly needs changing in C(diff_mode)), when in diff mode.
 '''
 
+    # an action plugin's module: the action runs on the controller, not async, once per host
+    ACTION = r'''
+options: {}
+attributes:
+  action:
+    support: full
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+  async:
+    support: none
+    description: Supports being used with the C(async) keyword.
+  bypass_host_loop:
+    support: none
+    description: Forces a 'global' task that does not execute per host, this bypasses per host templating and serial,
+      throttle and other loop considerations.
+'''
+
     PLATFORM = r'''
 options: {}
 attributes:

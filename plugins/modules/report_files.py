@@ -23,17 +23,8 @@ author:
   - llmserve maintainers (@llmserve)
 extends_documentation_fragment:
   - llmserve.sglang.attributes
+  - llmserve.sglang.attributes.action
 attributes:
-  action:
-    support: full
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-  async:
-    support: none
-    description: Supports being used with the C(async) keyword.
-  bypass_host_loop:
-    support: none
-    description: Forces a 'global' task that does not execute per host, this bypasses per host templating and serial,
-      throttle and other loop considerations.
   check_mode:
     support: full
     details: Reports which files would be written and writes nothing.

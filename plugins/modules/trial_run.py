@@ -29,26 +29,17 @@ author:
   - llmserve maintainers (@llmserve)
 extends_documentation_fragment:
   - llmserve.sglang.attributes
+  - llmserve.sglang.attributes.action
+  - llmserve.sglang.attributes.platform
+  - llmserve.sglang.redact
 attributes:
-  action:
-    support: full
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-  async:
-    support: none
-    description: Supports being used with the C(async) keyword.
-  bypass_host_loop:
-    support: none
-    description: Forces a 'global' task that does not execute per host, this bypasses per host templating and serial,
-      throttle and other loop considerations.
   check_mode:
     support: none
   diff_mode:
     support: full
     details: Returns the diffs of the unit and env files that the launches wrote.
   platform:
-    support: full
     platforms: posix
-    description: Target OS/families that can be operated against.
 options:
   planned:
     description: The candidates to try, in order (the plan's entries with outcome V(planned)).
@@ -83,11 +74,6 @@ options:
     description: What a diagnosis needs - C(extra_signatures), C(arch), C(flags), C(layers).
     type: dict
     default: {}
-  secret_values:
-    description: Values masked in every module's result.
-    type: list
-    elements: str
-    default: []
   smoke_timeout:
     description: Seconds the smoke test (and the screen's request) may take.
     type: int

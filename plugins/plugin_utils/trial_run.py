@@ -143,7 +143,7 @@ class TrialRun(object):
         return result
 
     def await_args(self, **more):
-        args = dict(redact_values=self.p.get('secret_values') or [], service_name=self.defaults.get('service_name'))
+        args = dict(redact_values=self.p.get('redact_values') or [], service_name=self.defaults.get('service_name'))
         args.update(self.endpoint())
         args.update(more)
         return args
