@@ -56,7 +56,9 @@ def test_silent_working_load_is_not_a_hang(lab):  # pylint: disable=unused-argum
 
 
 def test_two_node_group_serves_and_blames_rank1(lab):  # pylint: disable=unused-argument,redefined-outer-name
-    extra = {"sglang_screen": False, "sglang_group": "real-pair", "sglang_ready_timeout": 600,
+    # sglang_hang_timeout: a rank idles at init until its peer comes (no log line, no CPU); with another test file's
+    # real servers on the same cores, the peer can take longer than the lab's 30 s to get there
+    extra = {"sglang_screen": False, "sglang_group": "real-pair", "sglang_ready_timeout": 600, "sglang_hang_timeout": 120,
              "sglang_candidates": [{"name": "crash-rank1", "moe_runner_backend": "flashinfer_cutlass",
                                     "fp4_gemm_backend": "flashinfer_cutlass", "env": {"LAB_SCENARIO": "crash_rank1"},
                                     "force": True}]}
