@@ -27,9 +27,10 @@ from labsession import (is_xdist_worker, lab_session, long_files_first, xdist_la
 # what the files' labs need: the real SGLang beside the fake one on gpu01 and ct129, one GPU per host; no router
 UP_ARGS = ["--real-sglang", "--gpu-count", "1", "--without", "rt01", "--without", "gpu02"]
 ROWS_ENV = "LLMSERVE_REALSERVER_ROWS"
-# the files' order (labsession.long_files_first); pytest-xdist hands them out by their number of tests, most first,
-# which also starts the differential test (8 scenarios) on a fresh slot
-LONG_FIRST = ("test_differential.py", "test_real_deploys.py", "test_real_server.py")
+# the files' order (labsession.long_files_first); pytest-xdist hands them out by their number of tests, most first:
+# the differential test (8 scenarios, the longest file) on one slot, test_real_server.py (6) on the other, which then
+# takes test_real_deploys.py (the two-node group) while the differential's slot ends with test_real_inputs.py
+LONG_FIRST = ("test_differential.py", "test_real_server.py", "test_real_deploys.py", "test_real_inputs.py")
 
 
 def pytest_configure(config):

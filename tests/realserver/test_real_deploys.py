@@ -1,16 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) llmserve.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The real-server gate's other deploys (see test_real_server.py): the collection against the real SGLang 0.5.23.
+"""The real-server gate's other deploys (see test_real_server.py, and test_real_inputs.py for the inputs' checks): the
+collection against the real SGLang 0.5.23.
 
 - a load that logs nothing for longer than ``sglang_hang_timeout`` but works is not a hang
 - a two-node group (gpu01 rank 0, ct129 rank 1) becomes ready and serves; its rank-1 crash is blamed on rank 1
-- ``sglang_model_download``: a hub repo id downloaded from a mirror on the lab network (olah, offline, serving a git
-  repository of the tiny model) into ``sglang_model_cache``, served by the real server under the repo id; a repo the
-  mirror lacks stops the run before any change; a second run changes nothing; ``HF_TOKEN`` appears in no output
-- SGLang 0.5.23's own argument checks on gpu01's SM120 (run by the plugin on the arguments as given, before it maps
-  them to the CPU): ``megamoe`` MoE, ``cutedsl_mla`` attention and NGRAM with ``trtllm_mha`` are refused -> crashed,
-  SGLang's own message as evidence, named by its failure signature; then the known-good serves
 
 Run as root: ``make realserver`` (part of ``make test``).
 """
@@ -19,21 +14,12 @@ from __future__ import absolute_import, division, print_function
 
 import json
 import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-
-import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".tmp", "collections"))
 # pylint: disable-next=wrong-import-position
-from labsession import BRIDGE, bridge_server, recap  # noqa: E402
-# pylint: disable-next=wrong-import-position
-from realserver import (CHECKOUT, RESULTS, by_name, deploy_falls_back, evidence_text, journal_line, playbook,  # noqa: E402
-                        show, ssh)
+from realserver import RESULTS, by_name, journal_line, playbook, show, ssh  # noqa: E402
 # pylint: disable-next=wrong-import-position
 from ansible_collections.llmserve.sglang.plugins.module_utils._systemd import parse_show  # noqa: E402
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_log  # noqa: E402
@@ -118,153 +104,3 @@ def group_cleanup_ends_every_rank(ranks):
                        states["ct129"].get("Result"), states["ct129"].get("ExecMainCode"),
                        states["ct129"].get("ExecMainStatus"), waited, " | ".join(line[:120] for line in last)))
     print(RESULTS[-1])
-
-
-REPO = "llmlab/tiny-qwen2-chat"
-TOKEN = "hf_llmlabDownloadToken0123456789"
-MODEL_DIR = "/var/lib/llmserve-lab/models/tiny-qwen2-chat"  # the tiny model the hosts load by path elsewhere
-
-
-@pytest.fixture(scope="module")
-def mirror(lab):  # pylint: disable=unused-argument,redefined-outer-name
-    """olah (a self-hosted Hugging Face mirror, from PyPI) on the lab bridge, offline, serving REPO from a local git
-    repository of the tiny model's files; -> its URL."""
-    olah = os.path.join(CHECKOUT, ".venv-mirror", "bin", "olah-cli")
-    if not os.path.exists(olah):
-        pytest.fail("no .venv-mirror: run `make setup`")
-    folder = tempfile.mkdtemp(prefix="llmserve-mirror-")
-    repo = os.path.join(folder, "mirrors", "models", REPO)
-    shutil.copytree(MODEL_DIR, repo)
-    git = ["git", "-C", repo, "-c", "user.name=lab", "-c", "user.email=lab@lab.invalid"]
-    subprocess.run(["git", "init", "-q", "-b", "main", repo], check=True)
-    subprocess.run(git + ["add", "-A"], check=True)
-    subprocess.run(git + ["commit", "-q", "-m", "tiny model"], check=True)
-
-    def argv(port):
-        with open(os.path.join(folder, "olah.toml"), "w", encoding="utf-8") as handle:
-            netloc = "%s:%d" % (BRIDGE, port)
-            handle.write('[basic]\nhost = "%s"\nport = %d\nrepos-path = "%s/cache"\nmirror-scheme = "http"\n'
-                         'mirror-netloc = "%s"\nmirror-lfs-netloc = "%s"\nmirrors-path = ["%s/mirrors"]\n'
-                         '[accessibility]\noffline = true\n' % (BRIDGE, port, folder, netloc, netloc, folder))
-        return [olah, "-c", "olah.toml"]
-
-    try:
-        with bridge_server(argv, os.path.join(folder, "olah.log"), cwd=folder, timeout=60) as port:
-            yield "http://%s:%d" % (BRIDGE, port)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def test_model_downloaded_from_a_mirror_serves(mirror):  # pylint: disable=redefined-outer-name
-    """sglang_model_download: true with HF_ENDPOINT at a mirror on the lab network: a repo the mirror lacks stops the
-    run before any change; check mode downloads nothing; the deploy downloads the repo into sglang_model_cache and the
-    real server serves it; a second run fetches and changes nothing. HF_TOKEN is in no output."""
-    env = {"CUDA_HOME": "/usr/local/cuda-13.0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "HF_ENDPOINT": mirror,
-           "HF_TOKEN": TOKEN}
-    # no served name of its own (the lab's inventory gives one): clients name the model by the repo id
-    extra = {"sglang_screen": False, "sglang_candidates": [], "sglang_model_download": True,
-             "sglang_model_path": REPO, "sglang_env": env, "sglang_served_model_name": ""}
-    cache = "/var/lib/llmserve/models"
-    folder = cache + "/" + REPO
-    state = "systemctl show sglang.service -p ActiveState -p InvocationID; ls -A /var/lib/llmserve/sglang 2>/dev/null"
-    before = ssh("gpu01", state)
-
-    # a repo the mirror does not have: a clear error naming sglang_model_path, nothing changed, the lock given back
-    rc, out, _reports = playbook("deploy", dict(extra, sglang_model_path="llmlab/no-such-model"), limit="gpu01")
-    flat = " ".join(out.split())
-    assert rc != 0 and "sglang_model_path=llmlab/no-such-model: the hub at %s has no such model repo" % mirror in flat, \
-        flat[-3000:]
-    assert ssh("gpu01", state) == before
-    assert ssh("gpu01", "ls -A %s 2>/dev/null" % cache).strip() == "", "a failed download left a folder"
-    assert TOKEN not in out
-    said = re.search(r"sglang_model_path=llmlab/no-such-model: the hub at \S+ has no such model repo", flat).group(0)
-    RESULTS.append("%-28s %-6s %s; nothing changed" % ("download: repo not on mirror", "gpu01", said))
-
-    # check mode: says it would download, downloads nothing
-    rc, out, _reports = playbook("deploy", extra, limit="gpu01", args=["--check"])
-    assert rc == 0, out[-4000:]
-    assert ssh("gpu01", "test -e %s && echo there || echo absent" % folder).strip() == "absent"
-    assert TOKEN not in out
-
-    started = time.time()
-    rc, out, reports = playbook("deploy", extra, limit="gpu01")
-    took = time.time() - started
-    assert rc == 0, out[-4000:]
-    assert TOKEN not in out and TOKEN not in json.dumps(reports)
-    rep = reports["gpu01"]
-    assert (rep["final_state"], rep["selected"]) == ("serving", "known-good"), rep
-    same = ssh("gpu01", "cd %s && find . -path ./.cache -prune -o -type f -print | sort | xargs md5sum | md5sum; "
-                        "cd %s && find . -type f | sort | xargs md5sum | md5sum" % (folder, MODEL_DIR)).split("\n")
-    assert same[0] == same[1], same
-    unit = ssh("gpu01", "systemctl cat sglang.service")
-    assert "--model-path %s" % folder in unit and "--served-model-name %s" % REPO in unit, unit
-    models = json.loads(ssh("gpu01", "curl -s -m 30 http://127.0.0.1:30000/v1/models"))
-    assert [m["id"] for m in models["data"]] == [REPO], models
-    answer = ssh("gpu01", "curl -s -m 30 -H 'Content-Type: application/json' -d '{\"text\": \"The capital city of "
-                          "France is\", \"sampling_params\": {\"max_new_tokens\": 12, \"temperature\": 0}}' "
-                          "http://127.0.0.1:30000/generate")
-    assert "Paris" in json.loads(answer)["text"], answer
-    RESULTS.append("%-28s %-6s deploy %.0f s: %s from %s into %s; known-good serves it as %s: %r" % (
-        "download from a mirror", "gpu01", took, REPO, mirror, folder, REPO, json.loads(answer)["text"][:30]))
-
-    # again: nothing fetched, nothing changed
-    rc, out, _reports = playbook("deploy", extra, limit="gpu01")
-    assert rc == 0 and recap(out)["gpu01"]["changed"] == 0, out[-3000:]
-    assert TOKEN not in out
-
-
-# SGLang 0.5.23's own argument checks, run on the arguments as given with the arch of gpu01's GPUs (SM120), as a
-# server there runs them at start-up (ServerArgs.resolve_once; the lab's GPU plugin maps to the CPU only after
-# them): three combinations 0.5.23 refuses on SM120, each with the message its source builds, then the known-good.
-# candidate -> (the wheel's file:line that raises, SGLang's exception line, the failure signature that names it)
-REFUSED = {
-    "megamoe-sm120": (
-        "sglang/srt/arg_groups/mega_moe_hook.py:43 (--moe-runner-backend megamoe is an alias of --moe-a2a-backend "
-        "megamoe, mega_moe_hook.py:271)",
-        "ValueError: --moe-a2a-backend megamoe needs a CUDA SM90 GPU (block-FP8 experts) or an SM100-class GPU "
-        "(MXFP4 / NVFP4 experts); it runs DeepGEMM kernels over CUDA symmetric memory. On ROCm, set "
-        "SGLANG_AMD_USE_FLYDSL_MEGA_MOE=1 to select aiter MegaMoEv2 instead.",
-        "sglang_megamoe_needs_sm90_or_sm100"),
-    "cutedsl-mla-sm120": (
-        "sglang/srt/arg_groups/overrides.py:1245",
-        "ValueError: CuteDSL MLA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.",
-        "sglang_cutedsl_mla_sm100_only"),
-    # NGRAM's draft tree: speculative_eagle_topk = --speculative-ngram-max-bfs-breadth (10); trtllm_mha forces
-    # page_size 64 (overrides.py:1184)
-    "ngram-trtllm-mha": (
-        "sglang/srt/arg_groups/speculative_hook.py:1361",
-        "ValueError: speculative_eagle_topk(10) > 1 with page_size(64) > 1 is unstable and produces incorrect results "
-        "for paged attention backends. This combination is only supported for the 'flashinfer' backend.",
-        "sglang_ngram_topk_paged_backend"),
-}
-ARGCHECK = {
-    "sglang_screen": False,
-    "sglang_candidates": [
-        # forced: the plan's own arch rules would skip trtllm_mha on SM120 before SGLang sees it
-        {"name": "megamoe-sm120", "moe_runner_backend": "megamoe", "fp4_gemm_backend": "flashinfer_cudnn",
-         "force": True},
-        {"name": "cutedsl-mla-sm120", "attention_backend": "cutedsl_mla", "force": True},
-        {"name": "ngram-trtllm-mha", "attention_backend": "trtllm_mha",
-         "extra_args": ["--speculative-algorithm", "NGRAM"], "force": True},
-    ],
-}
-
-
-def test_sglang_argument_checks_refuse_then_known_good_serves(lab):  # pylint: disable=unused-argument,redefined-outer-name
-    rep, cands = deploy_falls_back(ARGCHECK)
-    for name, (source, message, signature) in REFUSED.items():
-        cand = cands[name]
-        assert (cand["outcome"], cand["reason"]) == ("failed", "crashed"), cand
-        assert message in evidence_text(cand), (source, cand)
-        assert (cand.get("diagnosis") or {}).get("id") == signature, cand.get("diagnosis")
-        real = journal_line("gpu01", message)
-        show("refused: %s" % name, "gpu01", cand, real)
-        assert real.strip() == message, "SGLang's own line (%s) is not in the real server's journal" % source
-    good = cands["known-good"]
-    assert (good["outcome"], good["reason"]) == ("ready", None), good
-    show("after the refused: known-good", "gpu01", good,
-         journal_line("gpu01", "The server is fired up and ready to roll!"))
-    answer = ssh("gpu01", "curl -s -m 30 -H 'Content-Type: application/json' -d '{\"text\": \"The capital city of "
-                          "France is\", \"sampling_params\": {\"max_new_tokens\": 12, \"temperature\": 0}}' "
-                          "http://127.0.0.1:30000/generate")
-    assert "Paris" in json.loads(answer)["text"], answer
