@@ -23,6 +23,10 @@ def sglang_python_error(sglang, python):
     return ie.sglang_python_error(dict(sglang or {}), python)
 
 
+def input_stop(host, secrets=None, **checks):
+    return ie.input_stop(host, secrets, **checks)
+
+
 def tp_size_error(tp_size, host, gpu_count, subset):
     return ie.tp_size_error(tp_size, host, gpu_count, dict(subset or {}))
 
@@ -50,6 +54,7 @@ class FilterModule(object):
             'invalid_input': invalid_input,
             'launch_input_errors': launch_input_errors,
             'sglang_python_error': sglang_python_error,
+            'input_stop': input_stop,
             'tp_size_error': tp_size_error,
             'port_in_use': port_in_use,
             'proxmox_target_error': proxmox_target_error,

@@ -8,6 +8,8 @@
 - ``launch_errors(result)`` / ``named_errors(errors, host)``: the errors of a failed ``sglang_launch`` (each starts
   with its option, ``option: text``), each option named by the variable behind it (``OPTION_VARS``);
 - ``sglang_python_error(sglang, python)``: SGLang cannot be used from ``sglang_python``;
+- ``input_stop(host, secrets, **checks)``: the message of the first of preflight's checks on the host's own inputs
+  that fails (``STOP_ORDER``), so that one task stops on any of them;
 - ``tp_size_error(tp_size, host, gpu_count, subset)``: ``sglang_tp_size`` negative or above the service's GPUs;
 - ``port_in_use(listeners, ss_lines, port, host, service_name)``: the processes of another unit that listen on
   ``sglang_port``, and the message;
@@ -57,6 +59,14 @@ OPTION_VARS = {
     'node_rank': 'sglang_node_rank',
     'dist_init_addr': 'sglang_dist_init_addr',
 }
+
+# preflight's checks of the host's own inputs, in the order they stop a deploy (input_stop), and those whose errors are
+# masked (they may quote sglang_env): sglang_model_download's inputs, sglang_gpus against the host's GPUs (and the
+# server's environment), SGLang in sglang_python (a message of its own), the model folder, sglang_smoke_prompts,
+# sglang_metric_labels
+STOP_ORDER = ('download', 'gpus', 'sglang', 'model', 'smoke', 'metrics')
+MASKED = ('gpus',)
+OWN_MESSAGE = ('sglang',)
 
 # a vmid as sglang_proxmox_vmid must give it
 VMID_RE = re.compile(r'^[1-9][0-9]*$')
@@ -128,6 +138,26 @@ def sglang_python_error(sglang, python):
         return ''
     return ('sglang_python=%s: SGLang is not usable there (%s). Point sglang_python at the interpreter of the '
             'environment SGLang is installed in.' % (_text(python), _text(sglang.get('error'))))
+
+
+def input_stop(host, secrets, **checks):
+    """The message that stops the deploy on the first of ``checks`` that found anything, in ``STOP_ORDER``; ``''``.
+
+    A check is its errors (a list, or one text: ``invalid_input`` of them, masked with ``secrets`` for those in
+    ``MASKED``) or, for those in ``OWN_MESSAGE``, the whole message (``sglang_python_error``'s). A check left out, or
+    empty, found nothing.
+    """
+    unknown = sorted(set(checks) - set(STOP_ORDER))
+    if unknown:
+        raise ValueError('input_stop: unknown check(s) %s (known: %s)' % (', '.join(unknown), ', '.join(STOP_ORDER)))
+    for name in STOP_ORDER:
+        found = checks.get(name)
+        if not found:
+            continue
+        if name in OWN_MESSAGE:
+            return _text(found)
+        return invalid_input(found, host, list(secrets or []) if name in MASKED else None)
+    return ''
 
 
 def tp_size_error(tp_size, host, gpu_count, subset):

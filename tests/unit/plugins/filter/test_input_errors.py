@@ -79,7 +79,9 @@ def task_cases():
 def test_the_role_stops_as_jinja_alone_did(entry, case):
     facts = dict(copy.deepcopy(CASES['facts']), **copy.deepcopy(case['facts']))
     role = stop_message(role_task(entry['file'], entry['name']), facts)
-    reference = stop_message(entry['reference'], facts)
+    # one reference task, or several that the role's task took the place of: the first of them that stops
+    references = [stop_message(task, facts) for task in entry.get('references') or [entry['reference']]]
+    reference = next((msg for msg in references if msg is not None), None)
     assert role == reference
     if 'msg' in case:
         assert role == case['msg']

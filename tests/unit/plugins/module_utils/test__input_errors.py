@@ -41,6 +41,15 @@ def test_sglang_python_error(case):
     assert _input_errors.sglang_python_error(case['sglang'], case['python']) == case['want']
 
 
+@pytest.mark.parametrize('case', CASES['input_stop'], ids=ids(CASES['input_stop']))
+def test_input_stop(case):
+    if 'raises' in case:
+        with pytest.raises(ValueError, match=case['raises'].replace('(', r'\(').replace(')', r'\)')):
+            _input_errors.input_stop(*case['args'], **case['checks'])
+        return
+    assert _input_errors.input_stop(*case['args'], **case['checks']) == case['want']
+
+
 @pytest.mark.parametrize('case', CASES['tp_size_error'], ids=ids(CASES['tp_size_error']))
 def test_tp_size_error(case):
     assert _input_errors.tp_size_error(*case['args']) == case['want']
