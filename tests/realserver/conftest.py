@@ -27,10 +27,12 @@ from labsession import (is_xdist_worker, lab_session, long_files_first, xdist_la
 # what the files' labs need: the real SGLang beside the fake one on gpu01 and ct129, one GPU per host; no router
 UP_ARGS = ["--real-sglang", "--gpu-count", "1", "--without", "rt01", "--without", "gpu02"]
 ROWS_ENV = "LLMSERVE_REALSERVER_ROWS"
-# the files' order (labsession.long_files_first); pytest-xdist hands them out by their number of tests, most first:
-# the differential test (8 scenarios, the longest file) on one slot, test_real_server.py (6) on the other, which then
-# takes test_real_deploys.py (the two-node group) while the differential's slot ends with test_real_inputs.py
-LONG_FIRST = ("test_differential.py", "test_real_server.py", "test_real_deploys.py", "test_real_inputs.py")
+# the files' order (labsession.long_files_first); pytest-xdist hands them out by their number of tests, most first,
+# and gives a worker the next file once it has 2 tests or fewer left: the differential (8 scenarios, about 590 s) on
+# one slot, test_real_server.py (6, about 350 s) on the other, which takes test_real_deploys.py (3, about 400 s, the
+# two-node group first) before its last two tests; the differential's slot is first to be down to 2 again and takes
+# test_real_download.py (1, about 100 s)
+LONG_FIRST = ("test_differential.py", "test_real_server.py", "test_real_deploys.py", "test_real_download.py")
 
 
 def pytest_configure(config):

@@ -8,7 +8,7 @@ stand-in driver library and the tiny trained model of tests/lab/realsglang); the
 failures inside the real processes, at the real call sites, so that SGLang's own code reports them. Each scenario
 prints what the collection reported beside what the real server logged (the evidence line, found in the unit's
 journal on the host). The tests of this file follow one another on one host (each starts from what the one before
-left); test_real_deploys.py and test_real_inputs.py hold the gate's other real deploys.
+left); test_real_deploys.py and test_real_download.py hold the gate's other real deploys.
 
 prints what the collection reported beside what the real server logged (the evidence line, found in the unit's
 journal on the host).

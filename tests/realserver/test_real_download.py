@@ -1,14 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) llmserve.sglang contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The real-server gate's deploys about inputs (see test_real_server.py): the collection against the real SGLang 0.5.23.
+"""The real-server gate's model download (see test_real_server.py): the collection against the real SGLang 0.5.23.
 
 - ``sglang_model_download``: a hub repo id downloaded from a mirror on the lab network (olah, offline, serving a git
   repository of the tiny model) into ``sglang_model_cache``, served by the real server under the repo id; a repo the
   mirror lacks stops the run before any change; a second run changes nothing; ``HF_TOKEN`` appears in no output
-- SGLang 0.5.23's own argument checks on gpu01's SM120 (run by the plugin on the arguments as given, before it maps
-  them to the CPU): ``megamoe`` MoE, ``cutedsl_mla`` attention and NGRAM with ``trtllm_mha`` are refused -> crashed,
-  SGLang's own message as evidence, named by its failure signature; then the known-good serves
 
 Run as root: ``make realserver`` (part of ``make test``).
 """
@@ -30,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 # pylint: disable-next=wrong-import-position
 from labsession import BRIDGE, bridge_server, recap  # noqa: E402
 # pylint: disable-next=wrong-import-position
-from realserver import CHECKOUT, RESULTS, deploy_falls_back, evidence_text, journal_line, playbook, show, ssh  # noqa: E402
+from realserver import CHECKOUT, RESULTS, playbook, ssh  # noqa: E402
 
 
 REPO = "llmlab/tiny-qwen2-chat"
@@ -124,60 +121,3 @@ def test_model_downloaded_from_a_mirror_serves(mirror):  # pylint: disable=redef
     rc, out, _reports = playbook("deploy", extra, limit="gpu01")
     assert rc == 0 and recap(out)["gpu01"]["changed"] == 0, out[-3000:]
     assert TOKEN not in out
-
-
-# SGLang 0.5.23's own argument checks, run on the arguments as given with the arch of gpu01's GPUs (SM120), as a
-# server there runs them at start-up (ServerArgs.resolve_once; the lab's GPU plugin maps to the CPU only after
-# them): three combinations 0.5.23 refuses on SM120, each with the message its source builds, then the known-good.
-# candidate -> (the wheel's file:line that raises, SGLang's exception line, the failure signature that names it)
-REFUSED = {
-    "megamoe-sm120": (
-        "sglang/srt/arg_groups/mega_moe_hook.py:43 (--moe-runner-backend megamoe is an alias of --moe-a2a-backend "
-        "megamoe, mega_moe_hook.py:271)",
-        "ValueError: --moe-a2a-backend megamoe needs a CUDA SM90 GPU (block-FP8 experts) or an SM100-class GPU "
-        "(MXFP4 / NVFP4 experts); it runs DeepGEMM kernels over CUDA symmetric memory. On ROCm, set "
-        "SGLANG_AMD_USE_FLYDSL_MEGA_MOE=1 to select aiter MegaMoEv2 instead.",
-        "sglang_megamoe_needs_sm90_or_sm100"),
-    "cutedsl-mla-sm120": (
-        "sglang/srt/arg_groups/overrides.py:1245",
-        "ValueError: CuteDSL MLA backend is only supported on Blackwell GPUs (SM100). Please use a different backend.",
-        "sglang_cutedsl_mla_sm100_only"),
-    # NGRAM's draft tree: speculative_eagle_topk = --speculative-ngram-max-bfs-breadth (10); trtllm_mha forces
-    # page_size 64 (overrides.py:1184)
-    "ngram-trtllm-mha": (
-        "sglang/srt/arg_groups/speculative_hook.py:1361",
-        "ValueError: speculative_eagle_topk(10) > 1 with page_size(64) > 1 is unstable and produces incorrect results "
-        "for paged attention backends. This combination is only supported for the 'flashinfer' backend.",
-        "sglang_ngram_topk_paged_backend"),
-}
-ARGCHECK = {
-    "sglang_screen": False,
-    "sglang_candidates": [
-        # forced: the plan's own arch rules would skip trtllm_mha on SM120 before SGLang sees it
-        {"name": "megamoe-sm120", "moe_runner_backend": "megamoe", "fp4_gemm_backend": "flashinfer_cudnn",
-         "force": True},
-        {"name": "cutedsl-mla-sm120", "attention_backend": "cutedsl_mla", "force": True},
-        {"name": "ngram-trtllm-mha", "attention_backend": "trtllm_mha",
-         "extra_args": ["--speculative-algorithm", "NGRAM"], "force": True},
-    ],
-}
-
-
-def test_sglang_argument_checks_refuse_then_known_good_serves(lab):  # pylint: disable=unused-argument,redefined-outer-name
-    rep, cands = deploy_falls_back(ARGCHECK)
-    for name, (source, message, signature) in REFUSED.items():
-        cand = cands[name]
-        assert (cand["outcome"], cand["reason"]) == ("failed", "crashed"), cand
-        assert message in evidence_text(cand), (source, cand)
-        assert (cand.get("diagnosis") or {}).get("id") == signature, cand.get("diagnosis")
-        real = journal_line("gpu01", message)
-        show("refused: %s" % name, "gpu01", cand, real)
-        assert real.strip() == message, "SGLang's own line (%s) is not in the real server's journal" % source
-    good = cands["known-good"]
-    assert (good["outcome"], good["reason"]) == ("ready", None), good
-    show("after the refused: known-good", "gpu01", good,
-         journal_line("gpu01", "The server is fired up and ready to roll!"))
-    answer = ssh("gpu01", "curl -s -m 30 -H 'Content-Type: application/json' -d '{\"text\": \"The capital city of "
-                          "France is\", \"sampling_params\": {\"max_new_tokens\": 12, \"temperature\": 0}}' "
-                          "http://127.0.0.1:30000/generate")
-    assert "Paris" in json.loads(answer)["text"], answer
