@@ -165,7 +165,8 @@ def test_run(case, tmp_path, mocker):
         if child is not None:
             child.kill()      # our own child, by its handle
             child.wait()
-    assert time.time() - t0 < case.get('max_seconds', 120)
+    # far below the cases' timeouts: a call that waited them out instead of stopping on what it saw fails here
+    assert time.time() - t0 < 120
     for key, value in (case.get('expect') or {}).items():
         assert lookup(res, key) == value, (key, res)
     check_evidence(case, res)
@@ -202,11 +203,13 @@ def test_step_returns_loading_then_continues(tmp_path, mocker):
     log = tmp_path / 'sglang.log'
     write(str(log), 'Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01]\n')
     mocker.patch(HU, side_effect=server('refused'))
-    args = {'log_path': str(log), 'pid': os.getpid(), 'step': 0.3, 'timeout': 1000.0, 'start_time': time.time() - 42}
+    args = {'log_path': str(log), 'pid': os.getpid(), 'step': 0.3, 'timeout': 300.0, 'start_time': time.time() - 42}
     res, dummy = run(args)
+    # C(loading), not C(timeout): the call ended on its step (no wall-clock bound: a loaded machine stretches it)
     assert res['status'] == 'loading' and res['reason'] is None
     assert res['milestone'] == 'loading_shards' and res['milestone_detail'] == '50% (1/2)'
-    assert 42 <= res['elapsed'] < 60 and res['seconds'] < 5
+    # elapsed counts from start_time, seconds from the call, which began after start_time + 42
+    assert res['seconds'] >= 0.3 and res['elapsed'] >= 42 + res['seconds'] - 0.01
     with open(str(log), 'a') as f:
         f.write(READY + '\n')
     mocker.patch(HU, side_effect=server('ok'))

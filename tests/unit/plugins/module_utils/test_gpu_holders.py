@@ -180,11 +180,13 @@ def test_terminate_real_processes_this_test_started():
             targets.append({'pid': proc.pid, 'name': info['name'], 'starttime': info['starttime']})
         start = time.time()
         # our children become zombies until reaped: ProcOps counts a zombie as gone
-        killed, remaining = gh.terminate(targets, term_grace=0.5, deadline=ops.now() + 5, ops=ops)
+        killed, remaining = gh.terminate(targets, term_grace=0.5, deadline=ops.now() + 60, ops=ops)
         elapsed = time.time() - start
         assert remaining == []
         assert dict((k['pid'], k['signal']) for k in killed) == {plain.pid: 'SIGTERM', stubborn.pid: 'SIGKILL'}
-        assert 0.5 <= elapsed < 2.0
+        # the grace was waited out before SIGKILL (no upper wall-clock bound: a loaded machine stretches it)
+        seconds = dict((k['pid'], k['seconds']) for k in killed)
+        assert 0.5 <= seconds[stubborn.pid] <= elapsed + 0.01   # (rounded to ms)
     finally:
         for proc in (plain, stubborn):
             if proc.poll() is None:
