@@ -501,9 +501,10 @@ class Bench(object):
         self.lab('--config', os.path.join(HERE, 'lab-8gpu.yml'), 'up')
         cpu0 = self.lab_cpu()
         out8 = os.path.join(self.out, 'deploy-8hosts' + tag)
-        t8, dummy = self.playbook('p6-deploy-8hosts' + tag, deploy, inv, ['-e', 'sglang_report_dir=' + out8], forks=10,
-                                  collections=collections)
+        t8, timing8 = self.playbook('p6-deploy-8hosts' + tag, deploy, inv, ['-e', 'sglang_report_dir=' + out8],
+                                    forks=10, collections=collections)
         ctl8, hosts8 = self.last_cpu, self.cpu_since(cpu0, hosts)
+        split8 = (timing8.get('main_cpu'), len(timing8['tasks']))
         # the 8 fake servers now serve and are idle: what do they cost while nobody asks them anything?
         cpu_idle0, idle_t0 = self.lab_cpu(), time.time()
         time.sleep(5)
@@ -519,9 +520,9 @@ class Bench(object):
                  '%.1f s vs %.1f s = %.2fx' % (t8, t1, t8 / t1), '<= 1.5x', 'seeds: hosts one after another (8x)',
                  t8 / t1 <= 1.5)
         self.controller_per_host[label] = ctl8 / len(hosts)
-        self.p6_cpu_note(label, ctl1, hosts1, t1, ctl8, hosts8, t8, hosts, idle)
+        self.p6_cpu_note(label, ctl1, hosts1, t1, ctl8, hosts8, t8, hosts, idle, split8)
 
-    def p6_cpu_note(self, label, ctl1, hosts1, t1, ctl8, hosts8, t8, hosts, idle):
+    def p6_cpu_note(self, label, ctl1, hosts1, t1, ctl8, hosts8, t8, hosts, idle, split8):
         cores = os.cpu_count() or 1
         self.notes.append(
             'P6 CPU%s (%d cores here; controller = ansible-playbook and everything it ran, ssh clients included):\n'
@@ -532,6 +533,12 @@ class Bench(object):
                 label, cores, ctl1, sum(hosts1.values()), t1, ctl8, ctl8 / len(hosts), sum(hosts8.values()),
                 sum(hosts8.values()) / len(hosts), t8, ctl8 + sum(hosts8.values()),
                 (ctl8 + sum(hosts8.values())) / cores, cores, idle))
+        main_cpu, workers = split8
+        if main_cpu is not None:
+            # a task on a host is one fork of ansible-playbook (its worker), skipped or not
+            self.notes[-1] += ('\n  8 hosts, the controller split: ansible-playbook\'s own process %.1f s, its %d task '
+                               'workers (one fork each) and their ssh clients %.1f s (%.1f ms a worker)' % (
+                                   main_cpu, workers, ctl8 - main_cpu, 1000 * (ctl8 - main_cpu) / max(workers, 1)))
 
     def link_checkout(self, checkout):
         """An ANSIBLE_COLLECTIONS_PATH root whose llmserve.sglang is ``checkout`` (a link)."""
