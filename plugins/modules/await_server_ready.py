@@ -81,9 +81,11 @@ options:
     description:
       - Seconds without a new log line, while the process is alive and not ready, and idle, after which the status
         is C(hang).
-      - Idle means that the unit's processes used less than 5 % of a CPU core and read less than 1 MiB in each of three
-        one-second samples in a row (its cgroup's C(cpu.stat) and C(io.stat), else the main process's tree in /proc). A silent load
-        that works (a tqdm bar with no newline, a JIT compile, imports) is never a hang.
+      - Idle means that the unit's processes used less than 5 % of a CPU core, read less than 1 MiB, and their threads
+        waited less than half a second on a run queue, in each of three one-second samples in a row (its cgroup's
+        C(cpu.stat), C(io.stat) and its processes' C(/proc/PID/task/TID/schedstat), else the main process's tree in
+        /proc). A silent load that works (a tqdm bar with no newline, a JIT compile, imports) is never a hang, nor is
+        a load starved of CPU by other work on its host.
     type: float
     default: 600
   unhealthy_timeout:
