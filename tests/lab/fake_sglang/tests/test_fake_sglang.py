@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from fakesg_helpers import LAB, PKG_ROOT, free_port, write_table
@@ -535,6 +536,33 @@ def test_sigterm_while_unhealthy_forces_the_exit(server, tmp_path):
              "include_parent=False", "INFO:     Finished server process"]
     pos = [lg.index(x) for x in order]
     assert pos == sorted(pos), lg[-3000:]
+
+
+def test_sigterm_lists_the_health_check_in_flight(server, tmp_path):
+    """A /health_generate in flight at SIGTERM: the sigterm watchdog lists its rid, HEALTH_CHECK_<uuid hex>
+    (entrypoints/http_server.py:754, managers/tokenizer_manager.py:3534), as the real 0.5.23 did on a loaded
+    machine; the check then fails, and the next tick forces the exit (durations scaled by 0.05)."""
+    t = write_table(tmp_path / "t.yml", [{"behaviour": "hang", "params": {"at": "after_requests", "requests": 0}}])
+    s = server([], table=t, env={"SGLANG_HEALTH_CHECK_TIMEOUT": "3", "FAKE_SGLANG_TIME_SCALE": "0.05"})
+    s.wait_ready()
+    try:
+        s.request("/generate", {"text": "hello"}, timeout=1)   # the engine stalls on it
+    except OSError:
+        pass
+    answers = []
+    check = threading.Thread(target=lambda: answers.append(s.request("/health_generate", timeout=10)[0]))
+    check.start()
+    time.sleep(1.0)
+    s.proc.send_signal(signal.SIGTERM)
+    s.wait_log("'HEALTH_CHECK_", 5)
+    check.join(10)
+    assert answers == [503]
+    assert s.wait_exit(20) == 0
+    lg = s.log()
+    listed = re.search(r"Remaining requests remaining_rids=\[.*'HEALTH_CHECK_[0-9a-f]{32}'.*\]\.$", lg, re.M)
+    assert listed, lg[-2000:]
+    assert listed.start() < lg.index(
+        "Signal SIGTERM received while health check failed. Force exiting.")
 
 
 def test_garbage_cutedsl(server):

@@ -20,8 +20,9 @@ class Req:
                  "kind", "finish", "aborted", "first_token_at", "client", "token_at")
 
     def __init__(self, answer: textgen.Answer, max_new: int, prompt_tokens: int, kind: str,
-                 on_token: Optional[Callable[["Req", str, bool], None]] = None, client: bool = True):
-        self.rid = uuid.uuid4().hex
+                 on_token: Optional[Callable[["Req", str, bool], None]] = None, client: bool = True,
+                 rid: Optional[str] = None):
+        self.rid = rid or uuid.uuid4().hex
         self.answer = answer
         self.max_new = max(0, int(max_new))
         self.n = 0

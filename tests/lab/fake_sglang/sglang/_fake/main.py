@@ -44,6 +44,7 @@ import time
 import traceback
 import urllib.error
 import urllib.request
+import uuid
 from multiprocessing import resource_tracker
 from typing import Any, Dict, List, Optional
 
@@ -447,8 +448,9 @@ class App:
         if self.status not in ("ready",):
             return False
         self.auto_create_handle_loop()
+        # the rid the sigterm watchdog lists while the check is in flight (entrypoints/http_server.py:754)
         r = Req(textgen.make_answer("health", chat=False, temperature=0, mode=self.answers, ignore_eos=True),
-                1, 1, "health", None, client=False)
+                1, 1, "health", None, client=False, rid=f"HEALTH_CHECK_{uuid.uuid4().hex}")
         tic = time.time()
         self.engine.submit(r)
         while time.time() < tic + self.health_timeout:
