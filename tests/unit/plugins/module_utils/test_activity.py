@@ -143,42 +143,52 @@ def test_judged_after_three_idle_samples_in_a_row_or_when_unknown():
     assert unknown.judged()
 
 
-def _pinned(code, nice=0):
-    """A child of this test on CPU 0 only, at the given nice level."""
-    def setup():
-        os.sched_setaffinity(0, {0})
-        os.nice(nice)
-    return subprocess.Popen([sys.executable, '-c', code], preexec_fn=setup)
+HOGS = 40
+
+
+def _pinned(argv, cpu):
+    """A child of this test that runs on one CPU only."""
+    return subprocess.Popen(argv, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
 
 
 @pytest.mark.skipif(not hasattr(os, 'sched_setaffinity'), reason='needs sched_setaffinity')
 def test_a_starved_busy_process_is_working_an_idle_one_is_not():
-    """Real processes: a busy loop at nice 19 on a CPU that two nice-0 busy loops hold gets about 1 % of it
-    (CFS weights 15 against 2 x 1024) and waits the rest on the run queue; a sleeping process neither."""
-    hogs = [_pinned('while True: pass') for _i in range(2)]
-    starved = _pinned('while True: pass', nice=19)
-    sleeper = _pinned('import time; time.sleep(60)')
+    """Real processes: a busy loop that shares one CPU with 40 other busy loops of the same priority gets about
+    1/41 of it and waits the rest on the run queue; a sleeping process neither uses CPU nor waits."""
+    cpu = min(os.sched_getaffinity(0))
+    children = []
     try:
-        time.sleep(1.0)   # all four past their start-up
+        # the sleeper first, asleep before the CPU is crowded (its start-up would wait on the run queue)
+        sleeper = subprocess.Popen([sys.executable, '-c', 'import time; print("asleep", flush=True); time.sleep(60)'],
+                                   stdout=subprocess.PIPE, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+        children.append(sleeper)
+        assert sleeper.stdout.readline() == b'asleep\n'
+        for _i in range(HOGS):
+            children.append(_pinned(['/bin/sh', '-c', 'while :; do :; done'], cpu))
+        starved = _pinned([sys.executable, '-c', 'while True: pass'], cpu)
+        children.append(starved)
+        time.sleep(1.0)   # the starved loop on the crowded CPU
         first = dict((p.pid, activity.tree_usage(p.pid)) for p in (starved, sleeper))
         acts = dict((p.pid, activity.Activity(lambda pid=p.pid: activity.tree_usage(pid))) for p in (starved, sleeper))
         t0 = time.time()
-        for pid, act in acts.items():
+        for act in acts.values():
             act.poll(t0)
         time.sleep(2.0)
         t1 = time.time()
         busy = dict((pid, act.poll(t1)) for pid, act in acts.items())
         last = dict((p.pid, activity.tree_usage(p.pid)) for p in (starved, sleeper))
     finally:
-        for p in hogs + [starved, sleeper]:
+        for p in children:
             p.kill()      # this test's own children, by their handles
             p.wait()
+        if children:
+            children[0].stdout.close()
     dt = t1 - t0
-    cpu = last[starved.pid][0] - first[starved.pid][0]
+    used = last[starved.pid][0] - first[starved.pid][0]
     waited = last[starved.pid][2] - first[starved.pid][2]
     # on CPU use alone it would look idle; its wait on the run queue tells it is working
-    assert cpu < activity.MIN_CPU_SHARE * dt, (cpu, waited, dt)
-    assert waited >= activity.MIN_WAIT_SHARE * dt, (cpu, waited, dt)
+    assert used < activity.MIN_CPU_SHARE * dt, (used, waited, dt)
+    assert waited >= activity.MIN_WAIT_SHARE * dt, (used, waited, dt)
     assert busy[starved.pid] is True
     assert busy[sleeper.pid] is False
     assert last[sleeper.pid][2] - first[sleeper.pid][2] < 0.05
