@@ -24,6 +24,7 @@ __metaclass__ = type
 
 import os
 
+from ansible_collections.llmserve.sglang.plugins.module_utils._proctree import unit_pids
 from ansible_collections.llmserve.sglang.plugins.module_utils.gpu_holders import parse_stat, read_text
 
 # a server counts as working when, between two samples, it used at least this share of one CPU core ...
@@ -104,11 +105,6 @@ def run_delay(pids, proc='/proc'):
     return total
 
 
-def parse_pids(text):
-    """The pids of a ``cgroup.procs`` file."""
-    return [int(x) for x in (text or '').split() if x.isdigit()]
-
-
 def cgroup_usage(control_group, root='/sys/fs/cgroup', proc='/proc'):
     """``(cpu_seconds, read_bytes, wait_seconds)`` of a cgroup v2 path as systemd names it
     (``/system.slice/x.service``), or None."""
@@ -118,7 +114,7 @@ def cgroup_usage(control_group, root='/sys/fs/cgroup', proc='/proc'):
     cpu = parse_cpu_stat(read_text(os.path.join(base, 'cpu.stat')))
     if cpu is None:
         return None
-    waited = run_delay(parse_pids(read_text(os.path.join(base, 'cgroup.procs'))), proc=proc)
+    waited = run_delay(unit_pids(control_group, croot=root) or [], proc=proc)
     return cpu, parse_io_stat(read_text(os.path.join(base, 'io.stat'))), waited
 
 

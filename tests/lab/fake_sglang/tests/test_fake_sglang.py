@@ -540,8 +540,8 @@ def test_sigterm_while_unhealthy_forces_the_exit(server, tmp_path):
 
 def test_sigterm_lists_the_health_check_in_flight(server, tmp_path):
     """A /health_generate in flight at SIGTERM: the sigterm watchdog lists its rid, HEALTH_CHECK_<uuid hex>
-    (entrypoints/http_server.py:754, managers/tokenizer_manager.py:3534), as the real 0.5.23 did on a loaded
-    machine; the check then fails, and the next tick forces the exit (durations scaled by 0.05)."""
+    (entrypoints/http_server.py:754, managers/tokenizer_manager.py:3534), as the real 0.5.23 does when a check is
+    still running at the tick; the check then fails, and the next tick forces the exit (durations scaled by 0.05)."""
     t = write_table(tmp_path / "t.yml", [{"behaviour": "hang", "params": {"at": "after_requests", "requests": 0}}])
     s = server([], table=t, env={"SGLANG_HEALTH_CHECK_TIMEOUT": "3", "FAKE_SGLANG_TIME_SCALE": "0.05"})
     s.wait_ready()
