@@ -103,6 +103,12 @@ def resolve(name, given):
     ('preflight_service_files', {}, {'unit': '/etc/systemd/system/sglang.service', 'env': '/etc/llmserve/sglang.env'}),
     ('preflight_service_files', {'sglang_service_name': 'sglang-b'},
      {'unit': '/etc/systemd/system/sglang-b.service', 'env': '/etc/llmserve/sglang-b.env'}),
+    # the values every module's result masks: the key and each secret-named variable's value, longest first
+    ('preflight_secret_values', {}, []),
+    ('preflight_secret_values', {'sglang_api_key': 'sk-local-12', 'sglang_env': {'HF_TOKEN': 'hf_abcdefghij', 'A': 'xyzw'},
+                                 'sglang_candidates': [{'name': 'c', 'env': {'MY_SECRET': 'candidate-secret'}}],
+                                 'sglang_known_good': {'name': 'k', 'env': {'API_KEY': 'kg-key-1'}}},
+     ['candidate-secret', 'hf_abcdefghij', 'sk-local-12', 'kg-key-1']),
 ])
 def test_resolved_input(name, given, value):
     assert resolve(name, given) == value
