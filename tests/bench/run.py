@@ -543,6 +543,12 @@ class Bench(object):
                 label, cores, ctl1, sum(hosts1.values()), t1, ctl8, ctl8 / len(hosts), sum(hosts8.values()),
                 sum(hosts8.values()) / len(hosts), t8, ctl8 + sum(hosts8.values()),
                 (ctl8 + sum(hosts8.values())) / cores, cores, idle))
+        # what one more host adds, and what a run costs whatever its hosts (the start of ansible-playbook, loading
+        # the playbook, building each module's payload once): P3c is the second over the hosts plus the first
+        per_host = (ctl8 - ctl1) / (len(hosts) - 1)
+        self.notes[-1] += ('\n  a further host: %.2f s of controller CPU ((8-host - 1-host) / 7); the run whatever its '
+                           'hosts: %.1f s (1-host - that), %.2f s per host of the 8' % (
+                               per_host, ctl1 - per_host, (ctl1 - per_host) / len(hosts)))
         main_cpu, workers = split8
         if main_cpu is not None:
             # a task on a host is one fork of ansible-playbook (its worker), skipped or not
@@ -556,18 +562,23 @@ class Bench(object):
             return
         roles, tasks = ansible_costs.summary(path)
         lines = ['P3c%s: the task workers of the 8-host deploy by role (per host: CPU of the workers and their ssh '
-                 'clients, Jinja templates compiled; %s):' % (label, os.path.basename(path))]
-        total = sum(r['cpu'] for r in roles.values())
+                 'clients; of it, compiling Jinja templates and building module payloads (once a run per module, '
+                 'shared by the hosts); %s):' % (label, os.path.basename(path))]
+        row = '  %-16s %3d tasks, %3d workers  %5.2f s  %4d compiles %5.2f s  building %5.2f s'
         for role, r in sorted(roles.items(), key=lambda kv: -kv[1]['cpu']):
-            lines.append('  %-16s %3d tasks, %3d workers  %5.2f s  %4d compiles' % (
-                role, r['tasks'], r['workers'] // nhosts, r['cpu'] / nhosts, r['compiles'] // nhosts))
-        lines.append('  %-16s %3d tasks, %3d workers  %5.2f s  %4d compiles' % (
-            'all', sum(r['tasks'] for r in roles.values()), sum(r['workers'] for r in roles.values()) // nhosts,
-            total / nhosts, sum(r['compiles'] for r in roles.values()) // nhosts))
+            lines.append(row % (role, r['tasks'], r['workers'] // nhosts, r['cpu'] / nhosts, r['compiles'] // nhosts,
+                                r['compile_cpu'] / nhosts, r['build_cpu'] / nhosts))
+        lines.append(row % ('all', sum(r['tasks'] for r in roles.values()),
+                            sum(r['workers'] for r in roles.values()) // nhosts,
+                            sum(r['cpu'] for r in roles.values()) / nhosts,
+                            sum(r['compiles'] for r in roles.values()) // nhosts,
+                            sum(r['compile_cpu'] for r in roles.values()) / nhosts,
+                            sum(r['build_cpu'] for r in roles.values()) / nhosts))
         lines.append('  the costliest tasks, per host:')
         for (role, task), t in tasks[:top]:
-            lines.append('    %5.3f s %4d compiles  %-14s %-16s %s' % (
-                t['cpu'] / nhosts, t['compiles'] // nhosts, role, t['action'], task.split(' : ')[-1][:60]))
+            lines.append('    %5.3f s %4d compiles %5.3f s  %-14s %-16s %s' % (
+                t['cpu'] / nhosts, t['compiles'] // nhosts, t['compile_cpu'] / nhosts, role, t['action'],
+                task.split(' : ')[-1][:60]))
         self.notes.append('\n'.join(lines))
 
     def link_checkout(self, checkout):
