@@ -12,6 +12,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from fakesg_helpers import LAB, PKG_ROOT, free_port, write_table
 
 sys.path.insert(0, PKG_ROOT)
@@ -658,6 +660,60 @@ def test_warmup_failure_kills_tree(server, tmp_path):
     assert "AssertionError: {\"error\": {\"message\": \"CUDA error: an illegal memory access was encountered\"}}\n\n" \
         in lg
     assert f"kill_process_tree called: parent_pid={s.proc.pid}, include_parent=True" in lg
+
+
+def test_request_whose_client_left_is_aborted_without_an_answer(server, tmp_path):
+    """A non-streamed /generate whose client went away: SGLang looks every SGLANG_REQUEST_STATE_WAIT_TIMEOUT
+    seconds without output (type 1) and aborts it with its error line (managers/tokenizer_manager.py:1963-1975,
+    entrypoints/http_server.py:988-990); uvicorn drops the answer unsent, so no access line (durations scaled by
+    0.05: 0.2 s)."""
+    t = write_table(tmp_path / "t.yml", [{"behaviour": "hang", "params": {"at": "after_requests", "requests": 0}}])
+    s = server([], table=t, env={"FAKE_SGLANG_TIME_SCALE": "0.05"})
+    s.wait_ready()
+    with pytest.raises(OSError):
+        s.request("/generate", {"text": "hello"}, timeout=1)   # the engine stalls on it; the client gives up
+    line = s.wait_log("Request is disconnected from the client side (type 1)", 5)
+    assert re.search(r"^\[[^]]+\] \[http_server\] Error: Request is disconnected from the client side \(type 1\)\. "
+                     r"Abort request obj\.rid='[0-9a-f]{32}'$", line, re.M), line[-2000:]
+    after_ready = s.log().split("The server is fired up and ready to roll!", 1)[1]   # the warm-up's is before
+    assert '"POST /generate HTTP/1.1"' not in after_ready, after_ready
+
+
+@pytest.mark.parametrize("client_waits", [False, True])
+def test_stop_waits_for_the_request_still_running(server, tmp_path, client_waits):
+    """uvicorn's shutdown (uvicorn/server.py:290-326 of 0.55.0) waits for a /health_generate still running when
+    SGL_FORCE_SHUTDOWN ends the drain at the first tick: for its connection while its client waits, for its task
+    alone once its client has gone; the check fails at SGLANG_HEALTH_CHECK_TIMEOUT (3 s) on the stalled engine,
+    and only then does the lifespan end (the fake's durations scaled by 0.05)."""
+    t = write_table(tmp_path / "t.yml", [{"behaviour": "hang", "params": {"at": "after_requests", "requests": 0}}])
+    s = server([], table=t, env={"SGL_FORCE_SHUTDOWN": "1", "SGLANG_HEALTH_CHECK_TIMEOUT": "3",
+                                 "FAKE_SGLANG_TIME_SCALE": "0.05"})
+    s.wait_ready()
+    with pytest.raises(OSError):
+        s.request("/generate", {"text": "hello"}, timeout=1)   # the engine stalls on it
+    answers = []
+
+    def check():
+        try:
+            answers.append(s.request("/health_generate", timeout=10 if client_waits else 0.5)[0])
+        except OSError:
+            answers.append("gone")
+
+    asked = threading.Thread(target=check)
+    asked.start()
+    time.sleep(1.0)
+    s.proc.send_signal(signal.SIGTERM)
+    asked.join(15)
+    assert s.wait_exit(20) == 0
+    lg = s.log()
+    waited = ("Waiting for connections to close. (CTRL+C to force quit)" if client_waits
+              else "Waiting for background tasks to complete. (CTRL+C to force quit)")
+    other = "Waiting for background tasks to complete." if client_waits else "Waiting for connections to close."
+    assert waited in lg and other not in lg, lg[-3000:]
+    assert lg.index("Signal SIGTERM received while force shutdown flag set. Force exiting.") < lg.index(
+        "INFO:     Shutting down") < lg.index(waited) < lg.index("Health check failed.") < lg.index(
+        "INFO:     Waiting for application shutdown."), lg[-3000:]
+    assert answers == ([503] if client_waits else ["gone"])
 
 
 def test_sigterm_before_the_first_request_is_uvicorns(server):

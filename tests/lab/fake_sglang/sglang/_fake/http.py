@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import uuid
 from email.utils import formatdate
@@ -32,16 +33,35 @@ def _date() -> str:
     return formatdate(usegmt=True)
 
 
-class Conn:
-    __slots__ = ("writer", "client", "closed", "request", "logged")
+class Disconnected(Exception):
+    """The client of a non-streamed request went away while it waited (managers/tokenizer_manager.py:1963-1975,
+    2061-2072): the request is aborted; the message is SGLang's."""
 
-    def __init__(self, writer: asyncio.StreamWriter, client: str):
-        self.writer, self.client, self.closed = writer, client, False
+    def __init__(self, kind: int, rid: str):
+        super().__init__(f"Request is disconnected from the client side (type {kind}). Abort request obj.rid={rid!r}")
+
+
+class Conn:
+    __slots__ = ("writer", "reader", "client", "closed", "request", "logged", "busy", "keep_alive")
+
+    def __init__(self, writer: asyncio.StreamWriter, client: str, reader: Optional[asyncio.StreamReader] = None):
+        self.writer, self.reader, self.client, self.closed = writer, reader, client, False
         self.request: Optional[Tuple[str, str]] = None     # (method, target) of the request being answered
         self.logged = True
+        self.busy = False           # a request is being answered (uvicorn: the connection's cycle is not complete)
+        self.keep_alive = True      # False once the server shuts down: close after this response
+
+    def gone(self) -> bool:
+        """The client closed its end. uvicorn's protocol takes the end of the stream as the connection lost
+        (protocols/http/httptools_impl.py:115-135): the request is marked disconnected, the connection dropped."""
+        return self.reader is not None and self.reader.at_eof()
 
     def access(self, status: int) -> None:
-        """uvicorn's access line, written when the response starts (before the client can read it)."""
+        """uvicorn's access line, written when the response starts (before the client can read it); nothing for
+        a client gone, whose response uvicorn drops unsent (protocols/http/httptools_impl.py:465-466)."""
+        if self.gone():
+            self.logged = True
+            return
         if not self.logged and self.request is not None:
             self.logged = True
             log.access(self.client, self.request[0], self.request[1], status, HTTPStatus(status).phrase)
@@ -53,6 +73,8 @@ class Conn:
 
     def send(self, status: int, body: bytes = b"", ctype: Optional[str] = "application/json") -> None:
         self.access(status)
+        if self.gone():
+            return
         hdrs = [("content-length", str(len(body)))]
         if ctype:
             hdrs.append(("content-type", ctype))
@@ -86,10 +108,33 @@ class HttpServer:
 
     def __init__(self, app):
         self.app = app
+        self.conns: set = set()     # uvicorn's server_state.connections, with each one's request (its task)
+
+    async def shutdown(self) -> None:
+        """uvicorn's Server.shutdown after its "Shutting down" and the listener's close (uvicorn/server.py:290-326
+        of uvicorn 0.55.0, the release SGLang 0.5.23 installs; SGLang sets no graceful-shutdown timeout): an idle
+        connection is closed, a busy one closes after its response; 0.1 s later it waits, each with its line, for
+        the connections still open, then for the requests still running, whose client may have gone (a check
+        whose client timed out runs on to its end)."""
+        for conn in list(self.conns):
+            if conn.busy:
+                conn.keep_alive = False
+            else:
+                conn.writer.close()
+        await asyncio.sleep(0.1)
+        if any(not c.gone() for c in self.conns):
+            log.uvicorn("Waiting for connections to close. (CTRL+C to force quit)")
+            while any(not c.gone() for c in self.conns):
+                await asyncio.sleep(0.1)
+        if any(c.busy for c in self.conns):
+            log.uvicorn("Waiting for background tasks to complete. (CTRL+C to force quit)")
+            while any(c.busy for c in self.conns):
+                await asyncio.sleep(0.1)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername") or ("?", 0)
-        conn = Conn(writer, f"{peer[0]}:{peer[1]}")
+        conn = Conn(writer, f"{peer[0]}:{peer[1]}", reader)
+        self.conns.add(conn)
         try:
             while True:
                 line = await reader.readline()
@@ -123,13 +168,18 @@ class HttpServer:
                         await reader.readexactly(2)
                     body = b"".join(parts)
                 keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
-                await self.dispatch(conn, method.upper(), target, headers, body)
+                conn.busy = True
+                try:
+                    await self.dispatch(conn, method.upper(), target, headers, body)
+                finally:
+                    conn.busy = False
                 await writer.drain()
-                if not keep or writer.transport.is_closing():
+                if not keep or not conn.keep_alive or writer.transport.is_closing():
                     break
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:
+            self.conns.discard(conn)
             try:
                 writer.close()
             except Exception:                           # noqa: BLE001
@@ -269,7 +319,13 @@ class HttpServer:
                     for p, n in prompts]
             for r in reqs:
                 self.app.engine.submit(r)
-            await asyncio.gather(*[r.done for r in reqs])
+            try:
+                await asyncio.gather(*[self._await_answer(conn, r) for r in reqs])
+            except Disconnected as e:
+                for r in reqs:
+                    self.app.engine.abort(r)
+                log.error(f"[http_server] Error: {e}")      # entrypoints/http_server.py:988-990, 2246-2250
+                raise HttpError(400, {"error": {"message": str(e)}})
             out = [{"text": r.text, "output_ids": r.ids, "meta_info": r.meta()} for r in reqs]
             conn.send(200, jdump(out if batch else out[0]))
             return 200
@@ -293,6 +349,31 @@ class HttpServer:
         self.app.engine.submit(r)
         await self._await_stream(conn, r)
         return 200
+
+    async def _await_answer(self, conn: Conn, r: Req) -> None:
+        """TokenizerManager._wait_one_response for a non-streamed request (managers/tokenizer_manager.py:1955-2072):
+        it looks whether the client went away after each output short of the last (type 3) and after each
+        SGLANG_REQUEST_STATE_WAIT_TIMEOUT seconds (4) without one (type 1); a client gone aborts the request."""
+        try:
+            wait = float(os.environ.get("SGLANG_REQUEST_STATE_WAIT_TIMEOUT") or 4) * self.app.scale
+        except ValueError:
+            wait = 4.0 * self.app.scale
+        loop = asyncio.get_running_loop()
+        seen, since = len(r.ids), loop.time()
+        while not r.done.done():
+            await asyncio.wait([r.done], timeout=0.05)
+            if r.done.done():
+                break
+            if len(r.ids) > seen:
+                kind, seen, since = 3, len(r.ids), loop.time()
+            elif loop.time() - since >= wait:
+                kind, since = 1, loop.time()
+            else:
+                continue
+            if conn.gone():
+                self.app.engine.abort(r)
+                raise Disconnected(kind, r.rid)
+        r.done.result()
 
     async def _await_stream(self, conn: Conn, r: Req) -> None:
         try:
@@ -349,7 +430,11 @@ class HttpServer:
             r = self.app.new_req(last_user or texts[-1], n_prompt, chat=True, temperature=temp, max_new=max_new,
                                  ignore_eos=ignore_eos)
             self.app.engine.submit(r)
-            await r.done
+            try:
+                await self._await_answer(conn, r)
+            except Disconnected as e:                   # serving_chat.py:2818, serving_completions.py:518
+                raise HttpError(400, {"object": "error", "message": str(e), "type": "BadRequestError",
+                                      "param": None, "code": 400})     # openai/serving_base.py:205-221
             fr, ms = _oai_finish(r)
             conn.send(200, jdump({
                 "id": cid, "object": "chat.completion", "created": created, "model": model,
@@ -412,7 +497,11 @@ class HttpServer:
             r = self.app.new_req(prompt, n_prompt, chat=False, temperature=temp, max_new=max_new,
                                  ignore_eos=ignore_eos)
             self.app.engine.submit(r)
-            await r.done
+            try:
+                await self._await_answer(conn, r)
+            except Disconnected as e:                   # serving_chat.py:2818, serving_completions.py:518
+                raise HttpError(400, {"object": "error", "message": str(e), "type": "BadRequestError",
+                                      "param": None, "code": 400})     # openai/serving_base.py:205-221
             fr, ms = _oai_finish(r)
             conn.send(200, jdump({
                 "id": cid, "object": "text_completion", "created": created, "model": model,

@@ -149,6 +149,7 @@ class App:
         self.engine: Optional[Engine] = None
         self.metrics: Optional[Metrics] = None       # --enable-metrics
         self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.http: Optional[HttpServer] = None
         self.mcfg = _model_config(args.model_path)
         self.scale = _env_float("FAKE_SGLANG_TIME_SCALE", 1.0)
         self.context_len = int(args.context_length or self.mcfg.get("max_position_embeddings") or 32768)
@@ -612,7 +613,7 @@ class App:
             self.metrics = Metrics(self.args.served_model_name or self.args.model_path,
                                    self.args.extra_metric_labels, self.context_len)
             self.engine.on_finish = self._metrics_finished
-        srv = HttpServer(self)
+        srv = self.http = HttpServer(self)
         if p.get("ignore_sigterm"):
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
         else:                                            # uvicorn's own handlers until the tokenizer manager's
@@ -804,20 +805,28 @@ class App:
                 time.sleep(wait * self.scale)
 
     # --- stopping -----------------------------------------------------------------------------------------
+    async def _uvicorn_shutdown(self) -> None:
+        """uvicorn's Server.shutdown, then the lifespan's end and "Finished server process" (uvicorn/server.py)."""
+        log.uvicorn("Shutting down")
+        try:
+            self._server.close()
+        except Exception:                               # noqa: BLE001
+            pass
+        await self.http.shutdown()
+        log.uvicorn("Waiting for application shutdown.")
+        log.uvicorn("Application shutdown complete.")
+        log.uvicorn(f"Finished server process [{os.getpid()}]")
+
     def _uvicorn_exit(self) -> None:
         """uvicorn's SIGTERM/SIGINT before the tokenizer manager took SIGTERM over: uvicorn shuts down, then
         launch_server.py's finally ends the children; exit 0."""
         if self.status == "shutting_down":
             return
         self.status = "shutting_down"
-        try:
-            self._server.close()
-        except Exception:                               # noqa: BLE001
-            pass
-        log.uvicorn("Shutting down")
-        log.uvicorn("Waiting for application shutdown.")
-        log.uvicorn("Application shutdown complete.")
-        log.uvicorn(f"Finished server process [{os.getpid()}]")
+        self.loop.create_task(self._uvicorn_exit_async())
+
+    async def _uvicorn_exit_async(self) -> None:
+        await self._uvicorn_shutdown()
         self.killing = True
         self._watchdog_stop.set()
         kill_process_tree(self.live_children(), include_parent=False)
@@ -859,11 +868,7 @@ class App:
             log.warning(f"Schedulers still alive {SCHEDULER_EXIT_TIMEOUT}s after ShutdownReq, killing them before "
                         f"they released: {stragglers}")
         kill_process_tree(self.live_children(), include_parent=False)
-        self._server.close()
-        log.uvicorn("Shutting down")
-        log.uvicorn("Waiting for application shutdown.")
-        log.uvicorn("Application shutdown complete.")
-        log.uvicorn(f"Finished server process [{os.getpid()}]")
+        await self._uvicorn_shutdown()          # the stop hook sets uvicorn's should_exit (http_server.py:3008)
         kill_process_tree(self.live_children(), include_parent=False)      # launch_server.py's finally
         os._exit(0)
 
