@@ -22,6 +22,10 @@ Scenarios:
                         answer fails (at most 4 times)
   sigterm_in_flight     the known-good configuration serves, is stopped while a 256-token /generate is in flight
   hang_at_load          the load never ends (LAB_SCENARIO=hang_load): stopped 10 s after "Load weight begin"
+  hang_serving_stop     the known-good configuration serves; its first /generate hangs the rank (LAB_SCENARIO=
+                        hang_serving) and its client gives up after 3 s; a /health_generate is asked and given up
+                        after 3 s; the server is stopped with SGL_FORCE_SHUTDOWN=1 and SGLANG_HEALTH_CHECK_TIMEOUT=28,
+                        so that the check is still running when uvicorn shuts down (no health checks besides)
   rank1_crash_at_load   a two-node group (--dist-init-addr, --node-rank; the probe runs on each node at once): node
                         1's rank hits a CUDA fault while loading (LAB_SCENARIO=crash_rank1 on both nodes)
 """
@@ -61,8 +65,13 @@ SCENARIOS = {
     "crash_after_requests": (KNOWN_GOOD, {"LAB_SCENARIO": "crash_serving"}),
     "sigterm_in_flight": (KNOWN_GOOD, {}),
     "hang_at_load": (KNOWN_GOOD, {"LAB_SCENARIO": "hang_load"}),
+    "hang_serving_stop": (KNOWN_GOOD, {"LAB_SCENARIO": "hang_serving", "SGL_FORCE_SHUTDOWN": "1",
+                                       "SGLANG_HEALTH_CHECK_TIMEOUT": "28"}),
     "rank1_crash_at_load": (KNOWN_GOOD, {"LAB_SCENARIO": "crash_rank1"}),
 }
+# scenarios that ask no health checks of their own: a health check is a generation, which the lab's plugin in the
+# real server counts among the forwards that decide its fault and the fake does not
+QUIET = ("crash_after_requests", "hang_serving_stop")
 HUNG_FOR = 10.0    # hang_at_load: seconds of silence after "Load weight begin" before the stop
 PROMPT = {"text": "The capital city of France is", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}
 LONG = {"text": "Tell me a long story.", "sampling_params": {"max_new_tokens": 256, "temperature": 0, "ignore_eos": True}}
@@ -194,7 +203,7 @@ def main():
     def health_poll():
         # crash_after_requests counts requests: each health check is a generation, which the real server counts
         # (the lab's plugin counts prefills) and the fake does not, so that scenario asks none
-        while not state_box["done"] and a.scenario != "crash_after_requests":
+        while not state_box["done"] and a.scenario not in QUIET:
             for path in HEALTH:
                 ph = state_box["phase"]
                 got = code(path, timeout=3.0)
@@ -228,8 +237,18 @@ def main():
                 state_box["phase"] = phase
                 serving_shape = shape(plist)
                 codes = dict((p, code(p, timeout=30.0)) for p in ENDPOINTS + (
-                    HEALTH if a.scenario != "crash_after_requests" else ()))
+                    HEALTH if a.scenario not in QUIET else ()))
                 timeline.append((round(time.time() - started, 2), phase, codes, serving_shape, "active"))
+                if a.scenario == "hang_serving_stop":
+                    # both given up after 3 s: the generation is aborted by SGLang's next look at its client, the
+                    # check runs on to SGLANG_HEALTH_CHECK_TIMEOUT
+                    answer = code("/generate", timeout=3.0, body=json.dumps(PROMPT).encode())
+                    timeline.append((round(time.time() - started, 2), phase, {"/health_generate": code(
+                        "/health_generate", timeout=3.0)}, [], ""))
+                    _t0, stop_s = stop_unit(unit)
+                    phase = "stopped"
+                    state_box["phase"] = phase
+                    continue
                 answer = code("/generate", timeout=60, body=json.dumps(PROMPT).encode())
                 if a.scenario == "crash_after_requests":
                     for _again in range(3):

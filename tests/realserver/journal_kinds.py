@@ -52,7 +52,8 @@ ALLOWED_LINES = [
      "none"),
     ("real", r"Using fallback token IDs for yes/no", None,
      "the lab's 662-token model has no one-token 'yes' and 'no' (srt/entrypoints/openai/serving_rerank.py:48)"),
-    ("real", r"FastAPIDeprecationWarning: ORJSONResponse is deprecated|original_handler\(ORJSONRequest", None,
+    ("real", r"FastAPIDeprecationWarning: ORJSONResponse is deprecated|original_handler\(ORJSONRequest"
+             r"|^ return _create_error_response\(e\)$", None,
      "FastAPI's own warning (the FastAPI release installed beside SGLang); the fake serves HTTP with the standard "
      "library"),
     ("real", r"No live scheduler processes found", ("crash_first_forward",), GPU_CRASH),
@@ -109,6 +110,8 @@ _NORMALISE = ((re.compile(r"\x1b\[[\d;]*m"), ""),
               (re.compile(r"/\S*?/tests/lab/fake_sglang/"), "SITE/"),
               (re.compile(r"/\S*?/lib/python3\.\d+/"), "STDLIB/"),
               (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+              # a request's rid (uuid4 hex, GenerateReqInput's default)
+              (re.compile(r"(?<![\w])[0-9a-f]{32}\b"), "RID"),
               (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "ADDR"),
               (re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?"), "N"),
               (re.compile(r"\s+"), " "))

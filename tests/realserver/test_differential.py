@@ -49,7 +49,7 @@ LABCTL = ["/usr/bin/python3", os.path.join(CHECKOUT, "tests", "lab", "labctl.py"
 IMPLS = {"fake": "/root/ml-env/bin/python3", "real": "/var/lib/llmserve-lab/sglang-0.5.23/bin/python3"}
 MODEL = "/var/lib/llmserve-lab/models/tiny-qwen2-chat"
 SCENARIOS = ("serve_stop", "sched_killed_serving", "killed_at_start", "crash_first_forward", "crash_after_requests",
-             "sigterm_in_flight", "hang_at_load",
+             "sigterm_in_flight", "hang_at_load", "hang_serving_stop",
              "rank1_crash_at_load")
 # a two-node group: diff_probe.py runs on each node at once, rank 0 on gpu01 (where the dist-init address points)
 GROUP_SCENARIOS = {"rank1_crash_at_load": (("gpu01", 0), ("ct129", 1))}
@@ -215,6 +215,11 @@ def summary(obs):
         # fake's 1.7 s), plus the shutdown that follows the tick, as for an idle stop (the bound below)
         out["stop (SIGTERM)"] = ("within 8 s of the last answer" if obs["stop_after_answer"] <= 8
                                  else "%.1f s after the last answer" % obs["stop_after_answer"])
+    elif obs["stop_s"] is not None and obs["scenario"] == "hang_serving_stop":
+        # the sigterm watchdog's next 5-s tick, SGL_FORCE_SHUTDOWN, 15 s for the hung scheduler to obey the
+        # ShutdownReq (managers/tokenizer_manager.py:456), then uvicorn waits for the check still running
+        out["stop (SIGTERM)"] = ("15 to 30 s: the hung scheduler's wait" if 15 <= obs["stop_s"] <= 30
+                                 else "%.0f s" % obs["stop_s"])
     elif obs["stop_s"] is not None:
         # SGLang notices SIGTERM at its sigterm watchdog's next 5-s tick, drains, shuts down: 2.7 s and 6 s seen on
         # the real server idle; the collection's bound is TimeoutStopSec=30

@@ -2,6 +2,9 @@
 import sys
 import warnings
 
+# its import rewrites SGL_ variables to SGLANG_ with a warning each, as the real one's does, before the warning below
+import sglang.srt.environ  # noqa: F401  pylint: disable=unused-import
+
 if __name__ == "__main__":
     # sglang 0.5.23 launch_server.py:70-76, printed by Python's warnings module on stderr as the first lines
     warnings.warn(

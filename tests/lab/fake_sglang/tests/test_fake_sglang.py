@@ -716,6 +716,19 @@ def test_stop_waits_for_the_request_still_running(server, tmp_path, client_waits
     assert answers == ([503] if client_waits else ["gone"])
 
 
+def test_legacy_sgl_variable_warned_in_every_process(server):
+    """An SGL_ variable is rewritten to SGLANG_ with Python's warning at environ.py's import in each SGLang
+    process (environ.py:2294-2305): the main process, its one scheduler and the detokenizer."""
+    s = server([], env={"SGL_FORCE_SHUTDOWN": "1"})
+    lg = s.wait_ready()
+    lines = lg.splitlines()
+    warned = [i for i, line in enumerate(lines) if re.search(
+        r"/sglang/srt/environ\.py:\d+: UserWarning: Environment variable SGL_FORCE_SHUTDOWN is deprecated, please "
+        r"use SGLANG_FORCE_SHUTDOWN$", line)]
+    assert len(warned) == 3 and warned[0] == 0, lg[:3000]
+    assert all(lines[i + 1] == "  warnings.warn(" for i in warned)
+
+
 def test_sigterm_before_the_first_request_is_uvicorns(server):
     """With --skip-server-warmup and no request yet the tokenizer manager has not taken SIGTERM over."""
     s = server(["--skip-server-warmup"])

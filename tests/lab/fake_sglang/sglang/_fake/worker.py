@@ -21,6 +21,7 @@ import time
 from typing import Any, Dict, Optional
 
 from sglang._fake import dist, log, tracebacks
+from sglang.srt import environ
 
 GB = 1024.0  # MiB per GiB
 PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15
@@ -383,6 +384,7 @@ def run_rank(rank: int, plan: Dict[str, Any], sock: socket.socket) -> None:
     try:
         set_pdeathsig()
         set_comm(scheduler_title(rank, plan["tp_size"]))
+        environ.in_child()
         signal.signal(signal.SIGTERM, signal.SIG_IGN if plan["ignore_sigterm"] else signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
@@ -403,6 +405,7 @@ def run_detokenizer(plan: Dict[str, Any], sock: socket.socket) -> None:
     try:
         set_pdeathsig()
         set_comm("sglang::detokenizer")
+        environ.in_child()
         signal.signal(signal.SIGTERM, signal.SIG_IGN if plan["ignore_sigterm"] else signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
