@@ -28,7 +28,7 @@ from labsession import (is_xdist_worker, lab_session, long_files_first, xdist_la
 UP_ARGS = ["--real-sglang", "--gpu-count", "1", "--without", "rt01", "--without", "gpu02"]
 ROWS_ENV = "LLMSERVE_REALSERVER_ROWS"
 # the files' order (labsession.long_files_first); pytest-xdist hands them out by their number of tests, most first,
-# and gives a worker the next file once it has 2 tests or fewer left: the differential (8 scenarios, about 590 s) on
+# and gives a worker the next file once it has 2 tests or fewer left: the differential (9 scenarios, about 680 s) on
 # one slot, test_real_server.py (6, about 350 s) on the other, which takes test_real_deploys.py (3, about 400 s, the
 # two-node group first) before its last two tests; the differential's slot is first to be down to 2 again and takes
 # test_real_download.py (1, about 100 s)

@@ -662,19 +662,27 @@ def test_warmup_failure_kills_tree(server, tmp_path):
     assert f"kill_process_tree called: parent_pid={s.proc.pid}, include_parent=True" in lg
 
 
-def test_request_whose_client_left_is_aborted_without_an_answer(server, tmp_path):
-    """A non-streamed /generate whose client went away: SGLang looks every SGLANG_REQUEST_STATE_WAIT_TIMEOUT
-    seconds without output (type 1) and aborts it with its error line (managers/tokenizer_manager.py:1963-1975,
-    entrypoints/http_server.py:988-990); uvicorn drops the answer unsent, so no access line (durations scaled by
-    0.05: 0.2 s)."""
-    t = write_table(tmp_path / "t.yml", [{"behaviour": "hang", "params": {"at": "after_requests", "requests": 0}}])
-    s = server([], table=t, env={"FAKE_SGLANG_TIME_SCALE": "0.05"})
+@pytest.mark.parametrize("kind", [1, 3])
+def test_request_whose_client_left_is_aborted_without_an_answer(server, tmp_path, kind):
+    """A non-streamed /generate whose client went away: SGLang looks at the client after each output short of the
+    last (type 3: a decode that runs on) and after SGLANG_REQUEST_STATE_WAIT_TIMEOUT seconds without one (type 1:
+    a stalled engine; scaled by 0.05 here: 0.2 s), aborts the request with its error line
+    (managers/tokenizer_manager.py:1963-1975, 2061-2072; entrypoints/http_server.py:988-990), and uvicorn drops the
+    answer unsent, so no access line."""
+    if kind == 1:
+        t = write_table(tmp_path / "t.yml", [{"behaviour": "hang", "params": {"at": "after_requests", "requests": 0}}])
+        s = server([], table=t, env={"FAKE_SGLANG_TIME_SCALE": "0.05"})
+    else:
+        s = server([])
     s.wait_ready()
-    with pytest.raises(OSError):
-        s.request("/generate", {"text": "hello"}, timeout=1)   # the engine stalls on it; the client gives up
-    line = s.wait_log("Request is disconnected from the client side (type 1)", 5)
-    assert re.search(r"^\[[^]]+\] \[http_server\] Error: Request is disconnected from the client side \(type 1\)\. "
-                     r"Abort request obj\.rid='[0-9a-f]{32}'$", line, re.M), line[-2000:]
+    with pytest.raises(OSError):        # the engine stalls on it, or decodes on; the client gives up after 1 s
+        s.request("/generate", {"text": "hello", "sampling_params": {"max_new_tokens": 2000, "ignore_eos": True}},
+                  timeout=1)
+    gave_up = time.time()
+    line = s.wait_log("Request is disconnected from the client side (type %d)" % kind, 5)
+    assert time.time() - gave_up < 2.0, "SGLang looks at the client within a decode step or 4 s (scaled)"
+    assert re.search(r"^\[[^]]+\] \[http_server\] Error: Request is disconnected from the client side \(type %d\)\. "
+                     r"Abort request obj\.rid='[0-9a-f]{32}'$" % kind, line, re.M), line[-2000:]
     after_ready = s.log().split("The server is fired up and ready to roll!", 1)[1]   # the warm-up's is before
     assert '"POST /generate HTTP/1.1"' not in after_ready, after_ready
 

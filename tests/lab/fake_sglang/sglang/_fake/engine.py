@@ -17,7 +17,7 @@ from sglang._fake import log, textgen
 
 class Req:
     __slots__ = ("rid", "answer", "max_new", "n", "ids", "text", "on_token", "done", "created", "prompt_tokens",
-                 "kind", "finish", "aborted", "first_token_at", "client", "token_at")
+                 "kind", "finish", "aborted", "first_token_at", "client", "token_at", "watch")
 
     def __init__(self, answer: textgen.Answer, max_new: int, prompt_tokens: int, kind: str,
                  on_token: Optional[Callable[["Req", str, bool], None]] = None, client: bool = True,
@@ -38,6 +38,7 @@ class Req:
         self.first_token_at: Optional[float] = None
         self.client = client
         self.token_at: List[float] = []     # a streamed request's token times (the inter-token latency metric)
+        self.watch: Optional[Callable[["Req"], None]] = None   # called after each output short of the last
 
     def meta(self) -> Dict[str, Any]:
         return {"id": self.rid, "finish_reason": self.finish, "prompt_tokens": self.prompt_tokens,
@@ -192,6 +193,8 @@ class Engine:
                     if not r.done.done():
                         r.done.set_result(r)
                     continue
+            if r.watch is not None:
+                r.watch(r)
             keep.append(r)
         self.active = keep
         if emitted:

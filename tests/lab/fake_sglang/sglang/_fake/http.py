@@ -319,10 +319,12 @@ class HttpServer:
                     for p, n in prompts]
             for r in reqs:
                 self.app.engine.submit(r)
+            waits = [asyncio.ensure_future(self._await_answer(conn, r)) for r in reqs]
             try:
-                await asyncio.gather(*[self._await_answer(conn, r) for r in reqs])
+                await asyncio.gather(*waits)
             except Disconnected as e:
-                for r in reqs:
+                for w, r in zip(waits, reqs):
+                    w.cancel()
                     self.app.engine.abort(r)
                 log.error(f"[http_server] Error: {e}")      # entrypoints/http_server.py:988-990, 2246-2250
                 raise HttpError(400, {"error": {"message": str(e)}})
@@ -353,26 +355,38 @@ class HttpServer:
     async def _await_answer(self, conn: Conn, r: Req) -> None:
         """TokenizerManager._wait_one_response for a non-streamed request (managers/tokenizer_manager.py:1955-2072):
         it looks whether the client went away after each output short of the last (type 3) and after each
-        SGLANG_REQUEST_STATE_WAIT_TIMEOUT seconds (4) without one (type 1); a client gone aborts the request."""
+        SGLANG_REQUEST_STATE_WAIT_TIMEOUT seconds (4) without an output (type 1); a client gone aborts the request."""
         try:
             wait = float(os.environ.get("SGLANG_REQUEST_STATE_WAIT_TIMEOUT") or 4) * self.app.scale
         except ValueError:
             wait = 4.0 * self.app.scale
         loop = asyncio.get_running_loop()
-        seen, since = len(r.ids), loop.time()
+        gone: asyncio.Future = loop.create_future()
+        last = [loop.time()]
+
+        def watch(_r: Req) -> None:
+            last[0] = loop.time()
+            if conn.gone() and not gone.done():
+                gone.set_result(3)
+
+        r.watch = watch
         while not r.done.done():
-            await asyncio.wait([r.done], timeout=0.05)
-            if r.done.done():
+            left = last[0] + wait - loop.time()
+            if left > 0 and not gone.done():
+                await asyncio.wait([r.done, gone], timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if gone.done():
+                kind = gone.result()
+            elif r.done.done():
                 break
-            if len(r.ids) > seen:
-                kind, seen, since = 3, len(r.ids), loop.time()
-            elif loop.time() - since >= wait:
-                kind, since = 1, loop.time()
-            else:
+            elif loop.time() - last[0] < wait:
                 continue
-            if conn.gone():
-                self.app.engine.abort(r)
-                raise Disconnected(kind, r.rid)
+            else:
+                last[0] = loop.time()
+                if not conn.gone():
+                    continue
+                kind = 1
+            self.app.engine.abort(r)
+            raise Disconnected(kind, r.rid)
         r.done.result()
 
     async def _await_stream(self, conn: Conn, r: Req) -> None:
