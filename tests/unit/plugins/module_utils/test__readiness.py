@@ -335,10 +335,11 @@ class RunningUnit(object):
     pid = 4242
 
     def __init__(self, up_for):
-        self.mono_start = time.monotonic() - up_for
+        self.up_for = up_for
 
     def started_monotonic(self):
-        return self.mono_start
+        # read when the wait asks, so however slowly the test runs the unit is up_for seconds old at the call
+        return time.monotonic() - self.up_for
 
     def dead(self, now):
         return False
@@ -451,10 +452,10 @@ class TreePid(object):
     def __init__(self, clock, case):
         self.clock, self.t0 = clock, clock()
         self.dies_at = case.get('main_dies_at')
-        self.mono_start = time.monotonic() - 5
 
     def started_monotonic(self):
-        return self.mono_start
+        # 5 s before the call on the fake clock, read when the wait asks: a slow test run moves no deadline
+        return time.monotonic() - 5 - (self.clock() - self.t0)
 
     def after(self, at):
         return at is not None and self.clock() - self.t0 >= at - 1e-9
