@@ -10,7 +10,8 @@ same controller whose ansible-playbook process is gone) is taken over by a secon
 
 A takeover is one owner's: the run that replaces a lock first creates ``takeover`` in it with O_EXCL (one of any
 number of racers succeeds), checks the path still names that directory, renames it aside and makes a new lock with
-mkdir. A racer that lost is told the winner as the holder.
+mkdir. A racer that lost is told the winner as the holder. A run whose mkdir comes in the moment a takeover has the
+stale lock renamed aside makes a fresh lock, which names no previous holder; the takeover's run is then the one told.
 
 ``acquire(lock_dir, owner, now, stale_after, take_over, check_mode, module) -> dict``;
 ``verdict(result, me, lock_dir, stale_after, host, cmdline) -> dict(take_over, busy)``;
