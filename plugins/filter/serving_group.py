@@ -61,6 +61,17 @@ def group_failing(hostvars, group, fact, check):
         raise AnsibleFilterError('group_failing: %s' % exc)
 
 
+def group_reuse(hostvars, group):
+    """The configuration the group reuses, '' for none: each member's check-mode launch of its recorded configuration
+    (``preflight_reuse_check``) against the name its plan recorded (``preflight_plan_result.reuse.recorded``)."""
+    choices = {}
+    for member in group.get('members') or []:
+        plan = _get(hostvars, member['host'], 'preflight_plan_result')
+        recorded = ((plan or {}).get('reuse') or {}).get('recorded') if isinstance(plan, dict) else None
+        choices[member['host']] = sg.reuse_of(recorded, _get(hostvars, member['host'], 'preflight_reuse_check'))
+    return sg.agreed_reuse(group, choices)
+
+
 def stop_order(group, node_rank=0):
     """``head``, ``member`` or ``single``: when a clean-up stops this host's unit (a group's rank 0 first)."""
     try:
@@ -75,5 +86,6 @@ class FilterModule(object):
             'serving_group': serving_group,
             'group_await': group_await,
             'group_failing': group_failing,
+            'group_reuse': group_reuse,
             'stop_order': stop_order,
         }

@@ -21,6 +21,7 @@ import threading
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import nvidia_smi as nsmi
 from ansible_collections.llmserve.sglang.plugins.module_utils import gpu_holders
+from ansible_collections.llmserve.sglang.plugins.module_utils import model_download
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
 
 
@@ -141,6 +142,14 @@ def sglang_result(module, params, reader, installed):
     return installed
 
 
+def hf_found(python):
+    """Whether the ``hf`` command is beside ``python`` (SGLang's venv, where sglang_model_download runs it); None
+    without ``python``."""
+    if not python:
+        return None
+    return os.path.lexists(model_download.hf_program(python))
+
+
 def add_option_count(sglang, options_json):
     """Add ``option_count`` to ``sglang``; with ``options_json``, move the options into one JSON text."""
     sglang['option_count'] = len(sglang['options'])
@@ -167,4 +176,5 @@ def run(module):
     result = gpu_result(gpus, apps, header, cuda_version, proxmox_node)
     result['sglang'] = sglang_result(module, params, reader, installed)
     add_option_count(result['sglang'], params['options_json'])
+    result['sglang']['hf_found'] = hf_found(params['sglang_python'])
     module.exit_json(**result)

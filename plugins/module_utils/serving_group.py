@@ -306,6 +306,23 @@ def members_failing(group, values, check):
     return [{'host': m['host'], 'rank': m['rank']} for m in group.get('members') or [] if test(values.get(m['host']))]
 
 
+def reuse_of(recorded, check):
+    """The configuration a host reuses: ``recorded`` (the name of the configuration its record says serves) when the
+    check-mode launch of it (``check``, a registered sglang_launch result) ran and found nothing to do but a
+    daemon-reload (a change of the restart policy alone); '' otherwise (no record, a check that was skipped or is
+    missing, or any other action)."""
+    if not recorded or not isinstance(check, dict) or check.get('skipped') or 'actions' not in check:
+        return ''
+    return recorded if set(check.get('actions') or []) <= set(['daemon-reload']) else ''
+
+
+def agreed_reuse(group, choices):
+    """What the whole group reuses (choices: {host: name or ''}): the one name every member chose, '' when the members
+    differ; a host alone reuses its own choice."""
+    names = set(choices.get(m['host']) or '' for m in group.get('members') or [])
+    return names.pop() if len(names) == 1 else ''
+
+
 # ----------------------------------------------------------------------------------------- address checks
 def resolve(host):
     """-> list of IP strings, or raises ValueError naming the host."""

@@ -201,6 +201,11 @@ sglang:
       sample: [{flags: ["--tp-size", "--tensor-parallel-size"], dest: tp_size, type: int, nargs: null,
                 takes_value: true, choices: null, default: 1, help: The tensor parallelism size.}]
     option_count: {description: How many options the table has (0 when it could not be read)., type: int, sample: 532}
+    hf_found:
+      description:
+        - Whether the C(hf) command of huggingface_hub is beside O(sglang_python) (SGLang's venv, where
+          P(llmserve.sglang.model_download#module) runs it); null when O(sglang_python) was not given.
+      type: bool
     options_json:
       description: With O(options_json), the table as JSON text (and RV(sglang.options) is empty).
       type: str

@@ -120,3 +120,20 @@ def test_stop_order(case):
             sg.stop_order(case['group'], case['rank'])
     else:
         assert sg.stop_order(case['group'], case['rank']) == case['order']
+
+
+REUSE_GROUPS = {
+    'single': {'members': [{'host': 'gpu01', 'rank': 0}]},
+    'pair': {'members': [{'host': 'gpu01', 'rank': 0}, {'host': 'gpu02', 'rank': 1}]},
+}
+
+
+@pytest.mark.parametrize('case', CASES['reuse'], ids=[c['name'] for c in CASES['reuse']])
+def test_reuse_of_and_agreed_reuse(case):
+    group = REUSE_GROUPS[case['group']]
+    choices = {}
+    for member in group['members']:
+        facts = case['hostvars'].get(member['host']) or {}
+        recorded = ((facts.get('preflight_plan_result') or {}).get('reuse') or {}).get('recorded')
+        choices[member['host']] = sg.reuse_of(recorded, facts.get('preflight_reuse_check'))
+    assert sg.agreed_reuse(group, choices) == case['want']
