@@ -16,26 +16,16 @@ import pytest
 import yaml
 
 from ansible.errors import AnsibleFilterError
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
 from ansible.utils.vars import merge_hash
 
 from ansible_collections.llmserve.sglang.plugins.filter import candidate as candidate_filter
 from ansible_collections.llmserve.sglang.plugins.module_utils import candidate
 from ansible_collections.llmserve.sglang.plugins.module_utils import sglang_flags
 from ansible_collections.llmserve.sglang.plugins.module_utils import trial
+from ansible_collections.llmserve.sglang.tests.unit.plugins.filter.jinja_alone import ROOT, load_cases, make_templar, trust_as_template
 
-try:  # ansible-core >= 2.19 templates trusted strings only
-    from ansible.template import trust_as_template
-except ImportError:  # pragma: no cover - older ansible-core
-    def trust_as_template(text):
-        return text
-
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'module_utils')
-ROOT = os.path.join(HERE, '..', '..', '..', '..')
 ROLE = os.path.join(ROOT, 'roles', 'backend_trial')
-with open(os.path.join(HERE, 'cases', 'candidate.yml'), encoding='utf-8') as _f:
-    CASES = yaml.safe_load(_f)
+CASES = load_cases('candidate.yml')
 with open(os.path.join(ROLE, 'files', 'failure_signatures.yml'), encoding='utf-8') as _f:
     SIGNATURES = yaml.safe_load(_f)['signatures']
 with open(os.path.join(ROLE, 'vars', 'main.yml'), encoding='utf-8') as _f:
@@ -89,7 +79,7 @@ def run(tasks, facts):
     for task in tasks:
         scope = dict(facts)
         scope.update((k, trust_as_template(v)) for k, v in (task.get('vars') or {}).items())
-        templar = Templar(loader=DataLoader(), variables=scope)
+        templar = make_templar(scope)
         now = dict((k, templar.template(trust_as_template(v))) for k, v in task['ansible.builtin.set_fact'].items())
         facts.update(now)
         changed.update(now)

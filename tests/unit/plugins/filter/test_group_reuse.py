@@ -6,25 +6,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
-
 import pytest
-import yaml
 
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
 
 from ansible_collections.llmserve.sglang.plugins.filter import serving_group
+from ansible_collections.llmserve.sglang.tests.unit.plugins.filter.jinja_alone import load_cases, make_templar, trust_as_template
 
-try:  # ansible-core >= 2.19 templates trusted strings only
-    from ansible.template import trust_as_template
-except ImportError:  # pragma: no cover - older ansible-core
-    def trust_as_template(text):
-        return text
-
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'module_utils')
-with open(os.path.join(HERE, 'cases', 'serving_group.yml'), encoding='utf-8') as _f:
-    CASES = yaml.safe_load(_f)['reuse']
+CASES = load_cases('serving_group.yml')['reuse']
 
 GROUPS = {
     'single': {'nnodes': 1, 'head': 'gpu01', 'members': [{'host': 'gpu01', 'rank': 0}]},
@@ -44,8 +32,8 @@ def jinja_alone(hostvars, group):
     choices = []
     for member in group['members']:
         facts = hostvars.get(member['host']) or {}
-        choices.append(Templar(loader=DataLoader(), variables=facts).template(trust_as_template(MEMBER)))
-    return Templar(loader=DataLoader(), variables={'choices': choices}).template(trust_as_template(GROUP))
+        choices.append(make_templar(facts).template(trust_as_template(MEMBER)))
+    return make_templar({'choices': choices}).template(trust_as_template(GROUP))
 
 
 @pytest.mark.parametrize('case', CASES, ids=[c['name'] for c in CASES])

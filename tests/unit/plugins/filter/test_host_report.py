@@ -13,22 +13,12 @@ import os
 import pytest
 import yaml
 
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
 from ansible.utils.vars import merge_hash
 
 from ansible_collections.llmserve.sglang.plugins.module_utils import report
+from ansible_collections.llmserve.sglang.tests.unit.plugins.filter.jinja_alone import ROOT, load_cases, make_templar, trust_as_template
 
-try:  # ansible-core >= 2.19 templates trusted strings only
-    from ansible.template import trust_as_template
-except ImportError:  # pragma: no cover - older ansible-core
-    def trust_as_template(text):
-        return text
-
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'module_utils')
-ROOT = os.path.join(HERE, '..', '..', '..', '..')
-with open(os.path.join(HERE, 'cases', 'report.yml'), encoding='utf-8') as _f:
-    CASES = yaml.safe_load(_f)
+CASES = load_cases('report.yml')
 with open(os.path.join(ROOT, 'roles', 'report', 'tasks', 'main.yml'), encoding='utf-8') as _f:
     TASK = [t for t in yaml.safe_load(_f) if t.get('name') == "Put the host's report together"][0]
 
@@ -43,7 +33,7 @@ def facts_of(case):
 
 
 def render(expr, facts):
-    return json.loads(json.dumps(Templar(loader=DataLoader(), variables=facts).template(trust_as_template(expr))))
+    return json.loads(json.dumps(make_templar(facts).template(trust_as_template(expr))))
 
 
 def at(value, path):

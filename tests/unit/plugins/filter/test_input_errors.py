@@ -13,20 +13,11 @@ import os
 
 import pytest
 import yaml
+from ansible_collections.llmserve.sglang.tests.unit.plugins.filter.jinja_alone import ROOT, load_cases, make_templar, trust_as_template
 
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
 
-try:  # ansible-core >= 2.19 templates trusted strings only
-    from ansible.template import trust_as_template
-except ImportError:  # pragma: no cover - older ansible-core
-    def trust_as_template(text):
-        return text
-
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'module_utils')
-ROLE = os.path.join(HERE, '..', '..', '..', '..', 'roles', 'preflight')
-with open(os.path.join(HERE, 'cases', '_input_errors.yml'), encoding='utf-8') as _f:
-    CASES = yaml.safe_load(_f)
+ROLE = os.path.join(ROOT, 'roles', 'preflight')
+CASES = load_cases('_input_errors.yml')
 
 
 def walk(tasks):
@@ -52,7 +43,7 @@ def stop_message(task, facts):
     variables = copy.deepcopy(facts)
     for key, value in (task.get('vars') or {}).items():
         variables[key] = trust_as_template(value) if isinstance(value, str) else value
-    templar = Templar(loader=DataLoader(), variables=variables)
+    templar = make_templar(variables)
 
     def holds(condition):
         result = templar.template(trust_as_template('{{ (%s) }}' % condition))
