@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - older ansible-core
     def trust_as_template(text):
         return text
 
-__all__ = ['HERE', 'ROOT', 'load_cases', 'make_templar', 'trust_as_template']
+__all__ = ['ROOT', 'load_cases', 'make_templar', 'trust_as_template']
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'module_utils')
 ROOT = os.path.join(HERE, '..', '..', '..', '..')
